@@ -1,0 +1,45 @@
+# The README's commands. `make demo` and `make test` work on a fresh clone: each installs what it needs first.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PROFILE ?= tiny
+
+.PHONY: setup demo test test-fast lint format bench lab clean
+
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt -r requirements-dev.txt
+	$(PY) -m pip install -q --no-deps -e .
+	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $(STAMP)
+
+setup: $(STAMP)  ## create .venv and install everything
+
+demo: $(STAMP)  ## build the tiny model and run the whole pipeline of PROFILE (default: tiny)
+	$(PY) -m codelib.pipeline --profile $(PROFILE)
+
+test: $(STAMP)  ## every test, slow ones included (what CI runs)
+	$(PY) -m pytest -q
+
+test-fast: $(STAMP)  ## the tests that take seconds
+	$(PY) -m pytest -q -m "not slow"
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check codelib tests bench
+	$(VENV)/bin/ruff format --check codelib tests bench
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix codelib tests bench
+	$(VENV)/bin/ruff format codelib tests bench
+	$(VENV)/bin/nbstripout notebooks/*.ipynb
+
+bench: $(STAMP)  ## benchmarks: each prints a ratio against a baseline measured in the same run
+	$(PY) -m bench.sandbox
+
+lab: $(STAMP)  ## open the notebooks in JupyterLab
+	$(VENV)/bin/jupyter lab notebooks/
+
+clean:
+	rm -rf $(VENV) checkpoints .pytest_cache
