@@ -1,0 +1,212 @@
+"""Parameter files -> Config dataclasses, strictly; paths from the repo root; atomic writes.
+
+A params YAML mirrors its stage's Config one to one: an unknown key, a missing key or a value of the wrong
+type fails before anything runs, with a message naming the key and the file (papermill itself only warns).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class ParamsError(ValueError):
+    """A params file or namespace that does not match its Config."""
+
+
+def resolve(path: str | os.PathLike) -> Path:
+    """A path as written in a params file: absolute, or relative to the repo root (not the cwd)."""
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else REPO_ROOT / p
+
+
+def run_dir(profile: str, stage: str) -> Path:
+    """Where a stage of a profile writes: checkpoints/<profile>/<stage>/."""
+    return REPO_ROOT / "checkpoints" / profile / stage
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# type checking of plain YAML values against dataclass annotations
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _check_type(value: Any, tp: Any) -> bool:
+    if tp is Any:
+        return True
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return any(_check_type(value, arg) for arg in typing.get_args(tp))
+    if origin is typing.Literal:
+        return value in typing.get_args(tp)
+    if origin in (list, tuple):
+        args = typing.get_args(tp)
+        return isinstance(value, (list, tuple)) and all(_check_type(v, args[0]) for v in value) if args else True
+    if origin is dict:
+        args = typing.get_args(tp)
+        if not isinstance(value, dict):
+            return False
+        return all(_check_type(k, args[0]) and _check_type(v, args[1]) for k, v in value.items()) if args else True
+    if tp is type(None):
+        return value is None
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(tp, type):
+        return isinstance(value, tp)
+    return True
+
+
+def _coerce(value: Any, tp: Any) -> Any:
+    """YAML gives ints where floats are meant (lr: 1) and lists where tuples are meant."""
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if typing.get_origin(tp) is tuple and isinstance(value, list):
+        return tuple(value)
+    return value
+
+
+def build_config(cls: type, values: dict, source: str = "<dict>", require_all: bool = True):
+    """Build `cls` from `values`: unknown keys, (optionally) missing keys and wrong types are errors."""
+    if not isinstance(values, dict):
+        raise ParamsError(f"{source}: expected a mapping of parameter names to values, got {type(values).__name__}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ParamsError(
+            f"{source}: unknown parameter {unknown[0]!r} for {cls.__name__}"
+            + (f" (and {', '.join(map(repr, unknown[1:]))})" if len(unknown) > 1 else "")
+            + f"; valid names are: {', '.join(sorted(fields))}"
+        )
+    if require_all:
+        missing = sorted(set(fields) - set(values))
+        if missing:
+            raise ParamsError(f"{source}: missing parameter {missing[0]!r} for {cls.__name__} (missing: {', '.join(missing)})")
+    kwargs = {}
+    for name, value in values.items():
+        tp = hints[name]
+        if not _check_type(value, tp):
+            raise ParamsError(
+                f"{source}: parameter {name!r} should be {_type_name(tp)}, got {value!r} ({type(value).__name__})"
+            )
+        kwargs[name] = _coerce(value, tp)
+    try:
+        return cls(**kwargs)
+    except (ValueError, TypeError) as e:  # __post_init__ cross-field checks
+        raise ParamsError(f"{source}: {e}") from e
+
+
+def load_yaml(path: str | os.PathLike) -> dict:
+    """Read a params YAML into a dict, with a clear error for a missing or malformed file."""
+    import yaml
+
+    p = resolve(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"params file not found: {p} (paths are relative to the repo root {REPO_ROOT})")
+    try:
+        data = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ParamsError(f"{p}: not valid YAML: {e}") from e
+    if not isinstance(data, dict):
+        raise ParamsError(f"{p}: expected a mapping of parameter names to values")
+    return data
+
+
+def load_config(cls: type, path: str | os.PathLike, **overrides):
+    """Load a Config from a params YAML (strict: every field present, no other key, right types)."""
+    values = load_yaml(path)
+    values.update(overrides)
+    return build_config(cls, values, source=str(resolve(path)))
+
+
+def config_from_namespace(cls: type, namespace: dict, source: str = "notebook parameters"):
+    """Build a Config from a notebook's globals: every field must be defined there (papermill injects them)."""
+    names = [f.name for f in dataclasses.fields(cls) if f.init]
+    missing = [n for n in names if n not in namespace]
+    if missing:
+        raise ParamsError(f"{source}: missing parameter {missing[0]!r} for {cls.__name__}")
+    return build_config(cls, {n: namespace[n] for n in names}, source=source)
+
+
+def config_to_dict(cfg) -> dict:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(cfg).items()}
+
+
+def main_config(cls: type, argv: list[str] | None = None):
+    """`python -m codelib.trainers.X PARAMS.yaml [key=value ...]` -> Config (values parsed as YAML scalars)."""
+    import yaml
+
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        fields = ", ".join(f.name for f in dataclasses.fields(cls))
+        raise SystemExit(f"usage: python -m <module> PARAMS.yaml [key=value ...]\n{cls.__name__} fields: {fields}")
+    overrides = {}
+    for item in argv[1:]:
+        if "=" not in item:
+            raise SystemExit(f"override {item!r} should look like key=value")
+        k, v = item.split("=", 1)
+        overrides[k] = yaml.safe_load(v)
+    return load_config(cls, argv[0], **overrides)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# atomic writes: a reader never sees half a file, a crash never leaves one
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
+    return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def append_jsonl(path: str | os.PathLike, row: dict) -> None:
+    """Append one row and flush it to disk (metrics logs: a stop loses at most the row being written)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(row, default=float) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    """Rows of a JSONL file; a torn last line (a stop mid-write) is dropped, not an error."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return rows
