@@ -1,0 +1,241 @@
+"""Tables and figures from run directories: what 07_plots shows and what the README embeds.
+
+Reads checkpoints/<profile>/<stage>/metrics.jsonl (training curves) and checkpoints/<profile>/eval/<name>/
+summary.json (evaluation); writes PNGs to reports/<profile>/figures/ and the results table to
+reports/<profile>/results.csv (plain numeric columns) and results.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from codelib.params import REPO_ROOT, atomic_write_text, read_jsonl
+
+CURVES = [
+    ("reward_mean", "mean reward"),
+    ("pass_rate", "rollout pass rate"),
+    ("completion_len", "completion tokens"),
+    ("kl", "KL to start policy"),
+    ("clip_frac", "clip fraction"),
+    ("loss", "loss"),
+]
+CSV_COLUMNS = ["checkpoint", "method", "pass@1", "ci_low", "ci_high", "passed", "tasks", "avg_tokens"]
+
+
+@dataclass
+class PlotsConfig:
+    profile: str = "tiny"  # reads checkpoints/<profile>/, writes reports/<profile>/
+    stages: list[str] = field(default_factory=lambda: ["sft", "reinforce", "ppo", "grpo", "dpo"])  # curves of
+    checkpoints: list[str] = field(default_factory=list)  # evaluated checkpoints to show; [] = every one found
+    smoothing: int = 5  # moving-average window for curves (1 = raw)
+    heatmap_tasks: int = 60  # at most this many tasks in the per-task heat map
+
+
+def ckpt_root(profile: str) -> Path:
+    return REPO_ROOT / "checkpoints" / profile
+
+
+def figures_dir(profile: str) -> Path:
+    d = REPO_ROOT / "reports" / profile / "figures"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def smooth(values: list[float], window: int) -> list[float]:
+    """Trailing moving average (the first points average what exists so far)."""
+    out, acc = [], []
+    for v in values:
+        acc.append(v)
+        if len(acc) > window:
+            acc.pop(0)
+        vals = [a for a in acc if a is not None and not (isinstance(a, float) and math.isnan(a))]
+        out.append(sum(vals) / len(vals) if vals else math.nan)
+    return out
+
+
+def load_metrics(profile: str, stages: list[str]) -> dict[str, list[dict]]:
+    return {s: read_jsonl(ckpt_root(profile) / s / "metrics.jsonl") for s in stages}
+
+
+def load_summaries(profile: str, names: list[str] | None = None) -> dict[str, dict]:
+    """Eval summaries in the order of the last results table (or the names given)."""
+    root = ckpt_root(profile) / "eval"
+    if not names:
+        csv = REPO_ROOT / "reports" / profile / "results.csv"
+        if csv.exists():
+            import pandas as pd
+
+            names = list(pd.read_csv(csv)["checkpoint"])
+        else:
+            names = sorted(p.name for p in root.glob("*") if (p / "summary.json").exists())
+    return {
+        n: json.loads((root / n / "summary.json").read_text()) for n in names if (root / n / "summary.json").exists()
+    }
+
+
+def plot_training_curves(profile: str, stages: list[str], window: int = 5):
+    """Reward, pass rate, length, KL, clip fraction and loss per stage, plus each reward term's mean."""
+    import matplotlib.pyplot as plt
+
+    metrics = {s: rows for s, rows in load_metrics(profile, stages).items() if rows}
+    terms = sorted(
+        {k for rows in metrics.values() for r in rows for k in r if k.startswith("rewards/") and k.endswith("/mean")}
+    )
+    panels = CURVES + [(t, t) for t in terms]
+    cols = 3
+    fig, axes = plt.subplots(math.ceil(len(panels) / cols), cols, figsize=(13, 3.2 * math.ceil(len(panels) / cols)))
+    for ax, (key, title) in zip(axes.flat, panels, strict=False):
+        for stage, rows in metrics.items():
+            pts = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
+            if pts:
+                ax.plot([p[0] for p in pts], smooth([p[1] for p in pts], window), label=stage)
+        ax.set_title(title)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.axis("off")
+    handles, labels = next(((a.get_legend_handles_labels()) for a in axes.flat if a.get_lines()), ([], []))
+    if handles:
+        fig.legend(handles, labels, loc="upper right")
+    fig.suptitle(f"training curves ({profile}; moving average over {window} steps)")
+    fig.tight_layout()
+    return fig
+
+
+def plot_pass_at_1(summaries: dict[str, dict]):
+    """pass@1 per checkpoint, bars with 95% bootstrap intervals."""
+    import matplotlib.pyplot as plt
+
+    names = list(summaries)
+    vals = [100 * summaries[n]["pass@1"] for n in names]
+    lo = [100 * (summaries[n]["pass@1"] - summaries[n]["ci_low"]) for n in names]
+    hi = [100 * (summaries[n]["ci_high"] - summaries[n]["pass@1"]) for n in names]
+    fig, ax = plt.subplots(figsize=(max(5, 1.1 * len(names)), 4))
+    bars = ax.bar(names, vals, yerr=[lo, hi], capsize=4, color="#4C72B0")
+    for b, v in zip(bars, vals, strict=True):
+        ax.text(b.get_x() + b.get_width() / 2, v + 1, f"{v:.1f}", ha="center", va="bottom", fontsize=9)
+    ax.set_ylabel("pass@1 (%) with 95% CI")
+    ax.set_title("held-out pass@1 per checkpoint")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def plot_length_accuracy(summaries: dict[str, dict]):
+    """pass@1 against mean generated tokens, one point per checkpoint (the length-accuracy trade-off)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for n, s in summaries.items():
+        ax.errorbar(s["avg_tokens"], 100 * s["pass@1"], yerr=[[100 * (s["pass@1"] - s["ci_low"])], [100 * (s["ci_high"] - s["pass@1"])]], fmt="o", capsize=3)  # fmt: skip
+        ax.annotate(n, (s["avg_tokens"], 100 * s["pass@1"]), textcoords="offset points", xytext=(5, 5))
+    ax.set_xlabel("mean generated tokens")
+    ax.set_ylabel("pass@1 (%)")
+    ax.set_title("length vs accuracy")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def plot_pass_at_k(summaries: dict[str, dict]):
+    """pass@k for k = 1..n from the per-task counts (unbiased estimator)."""
+    import matplotlib.pyplot as plt
+
+    from codelib.evaluator import pass_at_k
+
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for name, s in summaries.items():
+        n = min(r["n"] for r in s["per_task"])
+        ks = list(range(1, n + 1))
+        ys = [100 * sum(pass_at_k(r["n"], r["c"], k) for r in s["per_task"]) / len(s["per_task"]) for k in ks]
+        ax.plot(ks, ys, marker="o", label=name)
+    ax.set_xlabel("k")
+    ax.set_ylabel("pass@k (%)")
+    ax.set_title("pass@k")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def plot_task_heatmap(summaries: dict[str, dict], max_tasks: int = 60):
+    """Tasks x checkpoints: share of samples that passed (the tasks where checkpoints differ most first)."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    names = list(summaries)
+    rates = {n: {r["task_id"]: r["c"] / r["n"] for r in s["per_task"]} for n, s in summaries.items()}
+    tasks = sorted(set.intersection(*(set(r) for r in rates.values()))) if rates else []
+    grid = np.array([[rates[n][t] for n in names] for t in tasks])  # [tasks, checkpoints]
+    order = np.argsort(-grid.std(axis=1), kind="stable")[:max_tasks] if len(tasks) else []
+    grid = grid[order] if len(tasks) else grid
+    fig, ax = plt.subplots(figsize=(1.2 * len(names) + 3, 0.16 * len(order) + 1.5))
+    im = ax.imshow(grid, aspect="auto", cmap="RdYlGn", vmin=0, vmax=1)
+    ax.set_xticks(range(len(names)), names)
+    ax.set_yticks(range(len(order)), [tasks[i].split("/")[-1] for i in order], fontsize=6)
+    ax.set_title(f"per-task pass rate ({len(order)} tasks where checkpoints differ most)")
+    fig.colorbar(im, ax=ax, fraction=0.05)
+    fig.tight_layout()
+    return fig
+
+
+def results_frame(summaries: dict[str, dict]):
+    """The results table: plain numeric columns pandas reads as they are."""
+    import pandas as pd
+
+    rows = []
+    for name, s in summaries.items():
+        rows.append({"checkpoint": name, "method": (s.get("method") or name), "pass@1": s["pass@1"],
+                     "ci_low": s["ci_low"], "ci_high": s["ci_high"], "passed": s["passed"], "tasks": s["tasks"],
+                     "avg_tokens": s["avg_tokens"]})  # fmt: skip
+    return pd.DataFrame(rows, columns=CSV_COLUMNS)
+
+
+def write_table(profile: str, summaries: dict[str, dict]) -> Path:
+    """reports/<profile>/results.csv (plain numbers) and results_table.md (seed style)."""
+    df = results_frame(summaries)
+    out = REPO_ROOT / "reports" / profile
+    atomic_write_text(out / "results.csv", df.to_csv(index=False))
+    lines = ["| checkpoint | method | pass@1 [95% CI] | #passed/#tasks | avg length |", "|---|---|---|---|---|"]
+    for r in df.to_dict("records"):
+        lines.append(
+            f"| {r['checkpoint']} | {r['method']} | {100 * r['pass@1']:.1f} [{100 * r['ci_low']:.1f}, "
+            f"{100 * r['ci_high']:.1f}] | {r['passed']:.1f}/{r['tasks']} | {r['avg_tokens']:.1f} |"
+        )
+    atomic_write_text(out / "results_table.md", "\n".join(lines) + "\n")
+    return out / "results.csv"
+
+
+def make_all(cfg: PlotsConfig, show: bool = True) -> dict[str, Path]:
+    """Every figure and the table; returns name -> PNG path. `show` displays them (in a notebook)."""
+    import matplotlib
+
+    if not show:
+        matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summaries = load_summaries(cfg.profile, cfg.checkpoints or None)
+    if not summaries:
+        raise FileNotFoundError(
+            f"no evaluation summaries under {ckpt_root(cfg.profile) / 'eval'}: run the 06_eval stage first"
+        )
+    figs = {
+        "training_curves": plot_training_curves(cfg.profile, cfg.stages, cfg.smoothing),
+        "pass_at_1": plot_pass_at_1(summaries),
+        "length_accuracy": plot_length_accuracy(summaries),
+        "pass_at_k": plot_pass_at_k(summaries),
+        "task_heatmap": plot_task_heatmap(summaries, cfg.heatmap_tasks),
+    }
+    out = figures_dir(cfg.profile)
+    paths = {}
+    for name, fig in figs.items():
+        paths[name] = out / f"{name}.png"
+        fig.savefig(paths[name], dpi=110)
+        if show:
+            plt.show()
+        plt.close(fig)
+    write_table(cfg.profile, summaries)
+    return paths

@@ -1,0 +1,156 @@
+"""Offline DPO from executed candidates: baseline -> candidates -> annotation -> preference pairs -> TRL DPO.
+
+The starting policy (an SFT adapter) samples N candidates per training task; the sandbox annotates them;
+`codelib.candidates` turns them into n-best lists and (passing, failing) pairs; TRL's DPOTrainer then trains a
+fresh LoRA adapter on the start policy merged into its base, so DPO's frozen reference (the adapter switched
+off) is exactly the starting adapter's policy.
+
+    python -m codelib.trainers.dpo params/tiny/05_dpo.yaml
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from codelib.params import atomic_write_json, config_to_dict, main_config, resolve, run_dir
+from codelib.trainers import common
+from codelib.trainers.sft import DEFAULT_TARGETS, metrics_callback, report_to, save_adapter
+
+
+@dataclass
+class Config:
+    profile: str = "tiny"  # checkpoints/<profile>/<stage>/
+    stage: str = "dpo"  # run directory name
+    init: str = "checkpoints/tiny/sft"  # the starting policy (samples the candidates; DPO's reference)
+    dataset: str = "synthetic"  # training tasks (a codelib.tasks dataset)
+    split: str = "train"
+    limit: int = 0  # 0 = every task of the split
+    n_candidates: int = 8  # samples per task
+    temperature: float = 1.0  # candidate sampling
+    top_p: float = 1.0
+    max_new_tokens: int = 64
+    gen_seed: int = 7  # candidate sampling seed
+    min_chosen: float = 0.8  # pair rule: chosen passes with test fraction >= this
+    min_gap: float = 0.4  # pair rule: chosen - rejected test fraction >= this
+    max_pairs_per_task: int = 4  # K
+    beta: float = 0.1  # DPO temperature
+    loss_type: str = "sigmoid"  # TRL DPO loss: sigmoid | ipo | hinge | ...
+    learning_rate: float = 1e-3
+    steps: int = 100  # optimizer steps
+    batch_size: int = 16  # pairs per step
+    max_length: int = 512
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.0
+    target_modules: list[str] = field(default_factory=lambda: list(DEFAULT_TARGETS))
+    load_in_4bit: bool = False
+    save_every: int = 50  # a resumable checkpoint every N steps
+    seed: int = 0
+    workers: int = 2  # sandbox workers
+    timeout_s: float = 5.0  # per program
+    threads: int = 0  # torch CPU threads; 0 = torch's default
+    report_to: str = "tensorboard"  # "none" | "tensorboard" | "wandb"
+
+    def __post_init__(self):
+        if self.n_candidates < 2:
+            raise ValueError(f"pairs need at least 2 candidates per task; you gave n_candidates={self.n_candidates}")
+        if not 0 <= self.min_gap <= 1 or not 0 <= self.min_chosen <= 1:
+            raise ValueError("min_chosen and min_gap are test fractions in [0, 1]")
+
+    @property
+    def run_dir(self) -> Path:
+        return run_dir(self.profile, self.stage)
+
+
+def prepare(cfg: Config) -> dict:
+    """Candidates, annotation and preference pairs in the run dir; returns the manifest."""
+    from codelib.candidates import PairRule, annotate, build_preferences, generate_candidates
+    from codelib.models import load_policy
+    from codelib.tasks import load_tasks
+
+    out = cfg.run_dir
+    out.mkdir(parents=True, exist_ok=True)
+    tasks = load_tasks(cfg.dataset, cfg.split)[: cfg.limit or None]
+    init = str(resolve(cfg.init)) if cfg.init != "tiny" and resolve(cfg.init).exists() else cfg.init
+    model, tokenizer = load_policy(init)
+    generate_candidates(model, tokenizer, tasks, out / "candidates.jsonl", cfg.n_candidates, cfg.temperature,
+                        cfg.top_p, cfg.max_new_tokens, cfg.gen_seed, source=cfg.init)  # fmt: skip
+    del model
+    annotate(out / "candidates.jsonl", tasks, out / "candidates_annotated.jsonl", workers=cfg.workers,
+             timeout_s=cfg.timeout_s)  # fmt: skip
+    rule = PairRule(cfg.min_chosen, cfg.min_gap, cfg.max_pairs_per_task)
+    settings = {"source_policy": cfg.init, "n_candidates": cfg.n_candidates, "temperature": cfg.temperature,
+                "top_p": cfg.top_p, "max_new_tokens": cfg.max_new_tokens, "gen_seed": cfg.gen_seed}  # fmt: skip
+    return build_preferences(out / "candidates_annotated.jsonl", tasks, out, rule, settings, cfg.seed)
+
+
+def train(cfg: Config) -> Path:
+    """Build the preference data (if needed) and run DPO; returns the run directory."""
+    import torch
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers.trainer_utils import get_last_checkpoint
+    from trl import DPOConfig, DPOTrainer
+
+    from codelib.models import load_policy
+    from codelib.params import read_jsonl
+
+    common.seed_everything(cfg.seed, cfg.threads)
+    out = cfg.run_dir
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / "config.json", {"stage": "dpo", **config_to_dict(cfg)})
+    manifest = prepare(cfg)
+    pairs = read_jsonl(out / "pairs.jsonl")
+    if not pairs:
+        raise ValueError(
+            f"no preference pairs: {manifest['tasks_with_no_pass']} tasks had no passing and "
+            f"{manifest['tasks_with_no_fail']} no failing candidate. Sample more (n_candidates) or loosen the rule."
+        )
+    data = Dataset.from_list(
+        [{"prompt": p["prompt"], "chosen": p["chosen"], "rejected": p["rejected"]} for p in pairs]
+    )
+    model, tokenizer = load_policy(common.starting_model_dir(cfg.init), load_in_4bit=cfg.load_in_4bit, trainable=True)
+    tokenizer.padding_side = "right"
+    args = DPOConfig(
+        output_dir=str(out),
+        max_steps=cfg.steps,
+        per_device_train_batch_size=cfg.batch_size,
+        learning_rate=cfg.learning_rate,
+        lr_scheduler_type="constant",
+        beta=cfg.beta,
+        loss_type=[cfg.loss_type],
+        max_length=cfg.max_length,
+        logging_steps=1,
+        save_steps=cfg.save_every,
+        save_total_limit=2,
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        report_to=report_to(cfg.report_to),
+        logging_dir=str(out / "tb"),
+        use_cpu=not torch.cuda.is_available(),
+        dataloader_num_workers=0,
+    )
+    lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                      target_modules=list(cfg.target_modules), task_type="CAUSAL_LM")  # fmt: skip
+    trainer = DPOTrainer(
+        model=model,
+        args=args,
+        train_dataset=data,
+        processing_class=tokenizer,
+        peft_config=lora,
+        callbacks=[metrics_callback(out / "metrics.jsonl")],
+    )
+    last = get_last_checkpoint(str(out)) if any(out.glob("checkpoint-*")) else None
+    if last:
+        print(f"resuming from {last}")
+    else:
+        (out / "metrics.jsonl").unlink(missing_ok=True)
+    trainer.train(resume_from_checkpoint=last)
+    tokenizer.padding_side = "left"
+    save_adapter(trainer.model, tokenizer, out)
+    return out
+
+
+if __name__ == "__main__":
+    train(main_config(Config))

@@ -1,0 +1,249 @@
+"""GRPO: TRL's GRPOTrainer on a LoRA adapter, with the project's sandbox rewards.
+
+The start policy (the SFT adapter, merged into its base) gets a fresh LoRA adapter that TRL trains; TRL's
+reference model is then that same network with the adapter off, i.e. the start policy. Per step: P prompts,
+G completions each, rewards from `codelib.rewards` (one name -> weight per term; every term logged as
+`rewards/<name>/mean`), advantages normalised within each prompt's group. A group whose G rewards are all
+equal gives no signal: TRL logs their share as `frac_reward_zero_std`, copied here as `zero_std_frac`.
+
+TRL 1.16 defaults worth knowing: beta = 0 (no KL term, no reference forward), loss_type = "dapo", and no
+`max_prompt_length` (prompts are truncated here, from the left, to `max_prompt_tokens`).
+
+    python -m codelib.trainers.grpo params/tiny/04_grpo.yaml
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from codelib.params import atomic_write_json, config_to_dict, main_config, run_dir
+from codelib.trainers import common
+from codelib.trainers.sft import DEFAULT_TARGETS, report_to, save_adapter
+
+
+@dataclass
+class Config:
+    profile: str = "tiny"  # checkpoints/<profile>/<stage>/
+    stage: str = "grpo"  # run directory name
+    init: str = "checkpoints/tiny/sft"  # the starting policy: SFT adapter dir (merged first), model dir or hub id
+    dataset: str = "synthetic"  # training tasks (a codelib.tasks dataset)
+    split: str = "train"
+    limit: int = 0  # 0 = every task of the split
+    steps: int = 100  # optimizer steps
+    prompts_per_step: int = 16  # P: distinct tasks per step
+    num_generations: int = 8  # G: completions per task (the group)
+    learning_rate: float = 1e-3
+    beta: float = 0.0  # KL coefficient to the start policy (TRL's default 0: no reference forward)
+    loss_type: str = "dapo"  # TRL loss: grpo | dapo | dr_grpo | bnpo | ...
+    epsilon: float = 0.2  # ratio clip
+    num_iterations: int = 1  # PPO-style passes per generation batch
+    scale_rewards: str = "group"  # group | batch | none (std normalisation of advantages)
+    rewards: dict[str, float] = field(default_factory=lambda: {"pass": 1.0})  # reward name -> weight
+    alpha: float = 0.0  # length penalty coefficient, used when "length" is among the rewards
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 64  # TRL's max_completion_length
+    max_prompt_tokens: int = 512  # prompts longer than this keep their last tokens
+    max_grad_norm: float = 1.0
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.0
+    target_modules: list[str] = field(default_factory=lambda: list(DEFAULT_TARGETS))
+    load_in_4bit: bool = False
+    use_vllm: bool = False  # generation on vLLM (GPU; pip install -r requirements-vllm.txt)
+    vllm_mode: str = "colocate"  # colocate | server (trl vllm-serve)
+    save_every: int = 25  # a resumable checkpoint every N steps
+    seed: int = 0
+    workers: int = 2  # sandbox workers
+    timeout_s: float = 5.0  # per program
+    threads: int = 0  # torch CPU threads; 0 = torch's default
+    report_to: str = "tensorboard"  # "none" | "tensorboard" | "wandb"
+
+    def __post_init__(self):
+        if self.num_generations < 2:
+            raise ValueError(
+                f"GRPO needs at least 2 generations per prompt to compare within a group; you gave {self.num_generations}"
+            )
+        if not self.rewards:
+            raise ValueError("rewards is empty: name at least one reward, e.g. {pass: 1.0}")
+        if self.vllm_mode not in ("colocate", "server"):
+            raise ValueError(f"vllm_mode must be colocate or server; you gave {self.vllm_mode!r}")
+
+    @property
+    def run_dir(self) -> Path:
+        return run_dir(self.profile, self.stage)
+
+
+class _Timed:
+    """A reward function that adds its wall time to a shared counter (the sandbox's share of a step)."""
+
+    spent = 0.0
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.__name__ = getattr(fn, "__name__", type(fn).__name__)
+
+    def __call__(self, *args, **kwargs):
+        t0 = time.time()
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            _Timed.spent += time.time() - t0
+
+
+def reward_functions(cfg: Config) -> tuple[list, list[float]]:
+    """The configured reward terms (TRL signature) and their weights."""
+    from codelib import rewards as R
+
+    fns, weights = [], []
+    for name, weight in cfg.rewards.items():
+        if name not in R.REWARDS:
+            raise ValueError(f"unknown reward {name!r}; choose from {', '.join(sorted(R.REWARDS))}")
+        factory = R.REWARDS[name]
+        kwargs = {"alpha": cfg.alpha} if name in ("length", "length_penalty") else {}
+        fns.append(_Timed(R.make_reward(name, **kwargs) if hasattr(R, "make_reward") else factory(**kwargs)))
+        weights.append(float(weight))
+    R.configure(workers=cfg.workers, timeout_s=cfg.timeout_s) if hasattr(R, "configure") else None
+    return fns, weights
+
+
+def build_dataset(cfg: Config, tokenizer):
+    """Prompt rows carrying every Task column (the reward functions' kwargs); long prompts cut from the left."""
+    from datasets import Dataset
+
+    from codelib.tasks import load_tasks
+
+    tasks = load_tasks(cfg.dataset, cfg.split)[: cfg.limit or None]
+    rows = []
+    for t in tasks:
+        row = t.to_dict()
+        ids = tokenizer(t.prompt, add_special_tokens=False)["input_ids"]
+        if len(ids) > cfg.max_prompt_tokens:
+            row["prompt"] = tokenizer.decode(ids[-cfg.max_prompt_tokens :])
+        rows.append(row)
+    return Dataset.from_list(rows)
+
+
+def metrics_callback(run: Path, cfg: Config, report: str):
+    """Rename TRL's log keys to the keys REINFORCE and PPO write, and append them to metrics.jsonl."""
+    from transformers import TrainerCallback
+
+    log = common.MetricsLog(run, "none")  # TRL itself reports to TensorBoard / W&B
+    pass_key = next((f"rewards/{n}/mean" for n in ("pass_reward", "pass") if n in cfg.rewards or True), None)
+
+    class Callback(TrainerCallback):
+        t_last = time.time()
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if not logs or "loss" not in logs or not state.is_world_process_zero:
+                return
+            now = time.time()
+            dt, Callback.t_last = now - Callback.t_last, now
+            steps = max(1, args.logging_steps)
+            pass_rate = next(
+                (v for k, v in logs.items() if k.startswith("rewards/pass") and k.endswith("/mean")), None
+            )
+            row = {
+                "step": state.global_step,
+                "loss": logs.get("loss"),
+                "reward_mean": logs.get("reward"),
+                "reward_std": logs.get("reward_std"),
+                "pass_rate": pass_rate,
+                "completion_len": logs.get("completions/mean_length"),
+                "kl": logs.get("kl", 0.0),
+                "clip_frac": logs.get("clip_ratio/region_mean", 0.0),
+                "zero_std_frac": logs.get("frac_reward_zero_std"),
+                "entropy": logs.get("entropy"),
+                "time_s": dt / steps,
+                "sandbox_share": _Timed.spent / dt if dt > 0 else 0.0,
+            }
+            row.update({k: v for k, v in logs.items() if k.startswith("rewards/")})
+            _Timed.spent = 0.0
+            log.log(row)
+
+    del pass_key
+    return Callback()
+
+
+def train(cfg: Config) -> Path:
+    """Run GRPO with TRL; returns the run directory (adapter, config.json, metrics.jsonl, checkpoint-N/)."""
+    import torch
+    from peft import LoraConfig
+    from transformers.trainer_utils import get_last_checkpoint
+    from trl import GRPOConfig, GRPOTrainer
+
+    from codelib.models import load_policy
+
+    common.seed_everything(cfg.seed, cfg.threads)
+    out = cfg.run_dir
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / "config.json", {"stage": "grpo", **config_to_dict(cfg)})
+    model, tokenizer = load_policy(common.starting_model_dir(cfg.init), load_in_4bit=cfg.load_in_4bit, trainable=True)
+    dataset = build_dataset(cfg, tokenizer)
+    funcs, weights = reward_functions(cfg)
+    completions_per_step = cfg.prompts_per_step * cfg.num_generations
+    args = GRPOConfig(
+        output_dir=str(out),
+        max_steps=cfg.steps,
+        per_device_train_batch_size=completions_per_step,
+        gradient_accumulation_steps=1,
+        steps_per_generation=1,
+        num_generations=cfg.num_generations,
+        learning_rate=cfg.learning_rate,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        beta=cfg.beta,
+        loss_type=cfg.loss_type,
+        epsilon=cfg.epsilon,
+        num_iterations=cfg.num_iterations,
+        scale_rewards=cfg.scale_rewards,
+        reward_weights=weights,
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        max_completion_length=cfg.max_new_tokens,
+        max_grad_norm=cfg.max_grad_norm,
+        use_vllm=cfg.use_vllm,
+        vllm_mode=cfg.vllm_mode,
+        logging_steps=1,
+        save_steps=cfg.save_every,
+        save_total_limit=2,
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        report_to=report_to(cfg.report_to),
+        logging_dir=str(out / "tb"),
+        remove_unused_columns=False,
+        use_cpu=not torch.cuda.is_available(),
+        disable_tqdm=False,
+        log_completions=False,
+    )
+    lora = LoraConfig(
+        r=cfg.lora_r,
+        lora_alpha=cfg.lora_alpha,
+        lora_dropout=cfg.lora_dropout,
+        target_modules=list(cfg.target_modules),
+        task_type="CAUSAL_LM",
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=funcs,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=lora,
+        callbacks=[metrics_callback(out, cfg, cfg.report_to)],
+    )
+    last = get_last_checkpoint(str(out)) if any(out.glob("checkpoint-*")) else None
+    if last:
+        print(f"resuming from {last}")
+        common.truncate_metrics(out / "metrics.jsonl", int(Path(last).name.split("-")[-1]))
+    else:
+        (out / "metrics.jsonl").unlink(missing_ok=True)
+    trainer.train(resume_from_checkpoint=last)
+    save_adapter(trainer.model, tokenizer, out)
+    return out
+
+
+if __name__ == "__main__":
+    train(main_config(Config))

@@ -1,0 +1,239 @@
+"""PPO-Clip from unit-test rewards (our own loop: TRL 1.16 no longer ships a PPO trainer).
+
+Per update: roll out a batch (prompt length, completion, `logp_old` under the rollout policy, reward =
+pass - alpha * tokens / 100), compute advantages, then run `ppo_epochs` passes of the clipped objective
+    ratio = exp(logp_new - logp_old),  loss = -min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A)
+over the batch's completion tokens. `critic: none` uses batch-normalised rewards, A = (r - mean) / (std + eps);
+`critic: value_head` adds a linear value head on the policy's last hidden state, A_t = r - V_t(old)
+(normalised over the batch's tokens), trained with value loss coefficient 0.5 and an entropy bonus 0.01.
+
+    python -m codelib.trainers.ppo params/tiny/03_ppo.yaml
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from codelib.params import atomic_write_json, config_to_dict, main_config, run_dir
+from codelib.trainers import common
+from codelib.trainers.sft import DEFAULT_TARGETS
+
+
+@dataclass
+class Config:
+    profile: str = "tiny"  # checkpoints/<profile>/<stage>/
+    stage: str = "ppo"  # run directory name
+    init: str = "checkpoints/tiny/sft"  # the starting policy: SFT adapter dir (merged first), model dir or hub id
+    dataset: str = "synthetic"  # training tasks (a codelib.tasks dataset)
+    split: str = "train"
+    limit: int = 0  # 0 = every task of the split
+    steps: int = 100  # PPO updates (rollout batches)
+    batch_size: int = 8  # tasks per rollout batch
+    samples_per_task: int = 1  # completions per task in a batch
+    ppo_epochs: int = 4  # passes over each rollout batch
+    minibatch_size: int = 0  # completions per gradient step; 0 = the whole batch
+    clip_eps: float = 0.2  # ratio clip range
+    learning_rate: float = 1e-3  # AdamW, constant
+    alpha: float = 0.01  # length penalty: reward = pass - alpha * tokens / 100
+    critic: str = "none"  # "none" (batch-normalised rewards) | "value_head"
+    value_coef: float = 0.5  # value loss weight (critic: value_head)
+    entropy_coef: float = 0.0  # entropy bonus weight (0.01 with the value head in the 7B seed)
+    max_grad_norm: float = 1.0  # 0.5 in the 7B seed
+    adv_eps: float = 1e-6  # std floor when normalising advantages
+    temperature: float = 1.0  # rollout sampling temperature
+    top_p: float = 1.0
+    max_new_tokens: int = 64
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.0  # 0 keeps the first epoch's ratio exactly 1
+    target_modules: list[str] = field(default_factory=lambda: list(DEFAULT_TARGETS))
+    load_in_4bit: bool = False
+    save_every: int = 25  # a resumable checkpoint every N updates
+    seed: int = 0
+    workers: int = 2  # sandbox workers
+    timeout_s: float = 5.0  # per program
+    threads: int = 0  # torch CPU threads; 0 = torch's default
+    report_to: str = "tensorboard"  # "none" | "tensorboard" | "wandb"
+
+    def __post_init__(self):
+        if self.critic not in ("none", "value_head"):
+            raise ValueError(f"critic must be 'none' or 'value_head'; you gave {self.critic!r}")
+        if not 0 < self.clip_eps < 1:
+            raise ValueError(f"clip_eps must be in (0, 1); you gave {self.clip_eps}")
+        if self.ppo_epochs <= 0 or self.steps <= 0 or self.batch_size <= 0:
+            raise ValueError("ppo_epochs, steps and batch_size must be positive")
+        if self.batch_size * self.samples_per_task < 2 and self.critic == "none":
+            raise ValueError("batch-normalised advantages need at least 2 completions per batch")
+        if self.temperature <= 0:
+            raise ValueError("PPO samples its rollouts: temperature must be > 0")
+
+    @property
+    def run_dir(self) -> Path:
+        return run_dir(self.profile, self.stage)
+
+
+def normalized_advantages(rewards: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """(r - mean) / (std + eps) over the batch. [N] -> [N]. All-equal rewards give zeros (no signal)."""
+    return (rewards - rewards.mean()) / (rewards.std(unbiased=False) + eps)
+
+
+def value_advantages(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, eps: float = 1e-6):
+    """Per-token A_t = r - V_t (one terminal reward, gamma = lambda = 1), normalised over the batch's tokens.
+
+    rewards [N], values [N, T-1], mask [N, T-1] -> [N, T-1] (zero off the completion).
+    """
+    adv = (rewards[:, None] - values) * mask  # [N, T-1]
+    n = mask.sum().clamp(min=1)
+    mean = adv.sum() / n
+    std = (((adv - mean) * mask) ** 2).sum().div(n).sqrt()
+    return (adv - mean) / (std + eps) * mask
+
+
+def clipped_policy_loss(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor, eps: float):
+    """PPO-Clip surrogate, averaged over completion tokens; also the clip fraction and approx KL(old || new).
+
+    logp, logp_old, adv, mask: [N, T-1] (adv may be [N], broadcast over tokens).
+    """
+    if adv.dim() == 1:
+        adv = adv[:, None].expand_as(logp)  # [N, T-1]
+    ratio = torch.exp(logp - logp_old)  # [N, T-1]
+    unclipped = ratio * adv
+    clipped = torch.clamp(ratio, 1 - eps, 1 + eps) * adv
+    per_token = -torch.min(unclipped, clipped)  # [N, T-1]
+    n = mask.sum().clamp(min=1)
+    loss = (per_token * mask).sum() / n
+    with torch.no_grad():
+        clip_frac = (((ratio - 1).abs() > eps).float() * mask).sum() / n
+        log_ratio = logp - logp_old
+        approx_kl = (((ratio - 1) - log_ratio) * mask).sum() / n  # k3 estimator, >= 0
+    return loss, float(clip_frac), float(approx_kl)
+
+
+def value_loss_of(values: torch.Tensor, rewards: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean squared error of V_t against the terminal reward over completion tokens. [N, T-1], [N] -> scalar."""
+    return (((values - rewards[:, None]) ** 2) * mask).sum() / mask.sum().clamp(min=1)
+
+
+def train(cfg: Config) -> Path:
+    """Run PPO; returns the run directory (adapter, value_head.pt, config.json, metrics.jsonl, checkpoint/)."""
+    from codelib.tasks import load_tasks
+
+    common.seed_everything(cfg.seed, cfg.threads)
+    out = cfg.run_dir
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / "config.json", {"stage": "ppo", **config_to_dict(cfg)})
+    tasks = load_tasks(cfg.dataset, cfg.split)[: cfg.limit or None]
+    model, tokenizer = common.load_rl_policy(
+        cfg.init, cfg.lora_r, cfg.lora_alpha, cfg.lora_dropout, cfg.target_modules, cfg.load_in_4bit
+    )
+    device = next(model.parameters()).device
+    modules = {}
+    if cfg.critic == "value_head":
+        hidden = model.config.hidden_size
+        value_head = torch.nn.Linear(hidden, 1).to(device)
+        torch.nn.init.zeros_(value_head.weight)  # V = bias = 0 at the start: no arbitrary early advantages
+        torch.nn.init.zeros_(value_head.bias)
+        modules["value_head"] = value_head
+    params = [p for p in model.parameters() if p.requires_grad] + [p for m in modules.values() for p in m.parameters()]
+    optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=0.0)
+    start, _ = common.load_checkpoint(out, model, optimizer, modules)
+    common.truncate_metrics(out / "metrics.jsonl", start)
+    log = common.MetricsLog(out, cfg.report_to)
+    if start:
+        print(f"resuming from step {start}")
+    use_values = cfg.critic == "value_head"
+    for step in range(start + 1, cfg.steps + 1):
+        t0 = time.time()
+        # rollout: sample, judge, and record logp_old under the rollout policy
+        batch_tasks = common.batch_tasks(tasks, cfg.batch_size, step, cfg.seed)
+        ro = common.rollout(model, tokenizer, batch_tasks, cfg.samples_per_task, cfg.temperature, cfg.top_p,
+                            cfg.max_new_tokens, cfg.seed + step, cfg.workers, cfg.timeout_s)  # fmt: skip
+        rewards = (ro.passed - cfg.alpha * ro.lengths / 100.0).to(device)  # [N]
+        batch = common.make_batch(ro.prompt_ids, ro.completion_ids, tokenizer.pad_token_id, device)
+        mask = batch.completion_mask  # [N, T-1]
+        model.eval()
+        with torch.no_grad():
+            if use_values:
+                logp_old, ex = common.token_logprobs(model, batch, with_hidden=True)
+                values_old = modules["value_head"](ex["hidden"].float()).squeeze(-1)  # [N, T-1]
+            else:
+                logp_old = common.token_logprobs(model, batch)  # [N, T-1]
+            ref_logp = common.reference_logprobs(model, batch)
+        kl = common.kl_to_start(logp_old, ref_logp, mask)
+        # advantages: batch-normalised rewards, or r - V_t from the value head
+        if use_values:
+            advantages = value_advantages(rewards, values_old, mask, cfg.adv_eps)  # [N, T-1]
+        else:
+            advantages = normalized_advantages(rewards, cfg.adv_eps)  # [N]
+        # several epochs of the clipped objective over the same rollouts
+        model.train()
+        n = len(ro.completion_ids)
+        mb = cfg.minibatch_size or n
+        stats = {"loss": [], "clip_frac": [], "approx_kl": [], "value_loss": [], "entropy": []}
+        for _ in range(cfg.ppo_epochs):
+            order = torch.randperm(n)
+            for i in range(0, n, mb):
+                idx = order[i : i + mb].to(device)
+                sub = common.Batch(batch.input_ids[idx], batch.attention_mask[idx], mask[idx])
+                need_extra = use_values or cfg.entropy_coef > 0
+                res = common.token_logprobs(model, sub, with_entropy=need_extra, with_hidden=use_values)
+                logp, ex = res if need_extra else (res, {})
+                loss, clip_frac, approx_kl = clipped_policy_loss(logp, logp_old[idx], advantages[idx], sub.completion_mask, cfg.clip_eps)  # fmt: skip
+                total = loss
+                if use_values:
+                    values = modules["value_head"](ex["hidden"].float()).squeeze(-1)  # [mb, T-1]
+                    v_loss = value_loss_of(values, rewards[idx], sub.completion_mask)
+                    total = total + cfg.value_coef * v_loss
+                    stats["value_loss"].append(float(v_loss))
+                if need_extra:
+                    entropy = (ex["entropy"] * sub.completion_mask).sum() / sub.completion_mask.sum().clamp(min=1)
+                    total = total - cfg.entropy_coef * entropy
+                    stats["entropy"].append(float(entropy))
+                common.check_finite(total, step)
+                optimizer.zero_grad(set_to_none=True)
+                total.backward()
+                torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+                optimizer.step()
+                stats["loss"].append(float(total))
+                stats["clip_frac"].append(clip_frac)
+                stats["approx_kl"].append(approx_kl)
+        dt = time.time() - t0
+
+        def mean(xs):
+            return sum(xs) / len(xs) if xs else 0.0
+
+        log.log(
+            {
+                "step": step,
+                "loss": mean(stats["loss"]),
+                "reward_mean": float(rewards.mean()),
+                "reward_std": float(rewards.std()) if n > 1 else 0.0,
+                "pass_rate": float(ro.passed.mean()),
+                "completion_len": float(ro.lengths.mean()),
+                "kl": kl,
+                "clip_frac": mean(stats["clip_frac"]),
+                "approx_kl": mean(stats["approx_kl"]),
+                "value_loss": mean(stats["value_loss"]),
+                "entropy": mean(stats["entropy"]),
+                "rewards/pass/mean": float(ro.passed.mean()),
+                "rewards/length_penalty/mean": float((-cfg.alpha * ro.lengths / 100).mean()),
+                "time_s": dt,
+                "generate_share": ro.generate_s / dt,
+                "sandbox_share": ro.sandbox_s / dt,
+            }
+        )
+        if step % cfg.save_every == 0 or step == cfg.steps:
+            common.save_checkpoint(out, model, optimizer, step, {}, modules)
+    log.close()
+    common.save_final(out, model, tokenizer)
+    if use_values:
+        torch.save(modules["value_head"].state_dict(), out / "value_head.pt")
+    return out
+
+
+if __name__ == "__main__":
+    train(main_config(Config))
