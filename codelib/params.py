@@ -29,9 +29,19 @@ def resolve(path: str | os.PathLike) -> Path:
     return p if p.is_absolute() else REPO_ROOT / p
 
 
+def checkpoints_root() -> Path:
+    """checkpoints/ under the repo root, or $CODELIB_CHECKPOINTS (tests point it at a temporary directory)."""
+    return Path(os.environ.get("CODELIB_CHECKPOINTS") or REPO_ROOT / "checkpoints")
+
+
+def reports_root() -> Path:
+    """reports/ under the repo root, or $CODELIB_REPORTS."""
+    return Path(os.environ.get("CODELIB_REPORTS") or REPO_ROOT / "reports")
+
+
 def run_dir(profile: str, stage: str) -> Path:
     """Where a stage of a profile writes: checkpoints/<profile>/<stage>/."""
-    return REPO_ROOT / "checkpoints" / profile / stage
+    return checkpoints_root() / profile / stage
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -94,7 +104,9 @@ def build_config(cls: type, values: dict, source: str = "<dict>", require_all: b
     if require_all:
         missing = sorted(set(fields) - set(values))
         if missing:
-            raise ParamsError(f"{source}: missing parameter {missing[0]!r} for {cls.__name__} (missing: {', '.join(missing)})")
+            raise ParamsError(
+                f"{source}: missing parameter {missing[0]!r} for {cls.__name__} (missing: {', '.join(missing)})"
+            )
     kwargs = {}
     for name, value in values.items():
         tp = hints[name]

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from codelib.params import REPO_ROOT, atomic_write_text, read_jsonl
+from codelib.params import atomic_write_text, checkpoints_root, read_jsonl, reports_root
 
 CURVES = [
     ("reward_mean", "mean reward"),
@@ -35,11 +35,11 @@ class PlotsConfig:
 
 
 def ckpt_root(profile: str) -> Path:
-    return REPO_ROOT / "checkpoints" / profile
+    return checkpoints_root() / profile
 
 
 def figures_dir(profile: str) -> Path:
-    d = REPO_ROOT / "reports" / profile / "figures"
+    d = reports_root() / profile / "figures"
     d.mkdir(parents=True, exist_ok=True)
     return d
 
@@ -64,7 +64,7 @@ def load_summaries(profile: str, names: list[str] | None = None) -> dict[str, di
     """Eval summaries in the order of the last results table (or the names given)."""
     root = ckpt_root(profile) / "eval"
     if not names:
-        csv = REPO_ROOT / "reports" / profile / "results.csv"
+        csv = reports_root() / profile / "results.csv"
         if csv.exists():
             import pandas as pd
 
@@ -197,7 +197,7 @@ def results_frame(summaries: dict[str, dict]):
 def write_table(profile: str, summaries: dict[str, dict]) -> Path:
     """reports/<profile>/results.csv (plain numbers) and results_table.md (seed style)."""
     df = results_frame(summaries)
-    out = REPO_ROOT / "reports" / profile
+    out = reports_root() / profile
     atomic_write_text(out / "results.csv", df.to_csv(index=False))
     lines = ["| checkpoint | method | pass@1 [95% CI] | #passed/#tasks | avg length |", "|---|---|---|---|---|"]
     for r in df.to_dict("records"):
@@ -239,3 +239,29 @@ def make_all(cfg: PlotsConfig, show: bool = True) -> dict[str, Path]:
         plt.close(fig)
     write_table(cfg.profile, summaries)
     return paths
+
+
+def plot_run(run: str | Path, keys: list[str] | None = None, window: int = 5):
+    """One stage's metrics.jsonl as small curves (whatever of `keys` it logged); returns the figure."""
+    import matplotlib.pyplot as plt
+
+    rows = read_jsonl(Path(run) / "metrics.jsonl")
+    if not rows:
+        raise FileNotFoundError(f"no metrics.jsonl rows in {run}")
+    keys = keys or [k for k, _ in CURVES] + sorted(
+        {k for r in rows for k in r if k.startswith("rewards/") and k.endswith("/mean")}
+    )
+    keys = [k for k in keys if any(isinstance(r.get(k), (int, float)) for r in rows)]
+    cols = min(3, len(keys))
+    fig, axes = plt.subplots(math.ceil(len(keys) / cols), cols, figsize=(4.2 * cols, 3 * math.ceil(len(keys) / cols)), squeeze=False)  # fmt: skip
+    for ax, key in zip(axes.flat, keys, strict=False):
+        pts = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float))]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], alpha=0.3, color="C0")
+        ax.plot([p[0] for p in pts], smooth([p[1] for p in pts], window), color="C0")
+        ax.set_title(key)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(keys) :]:
+        ax.axis("off")
+    fig.suptitle(Path(run).name)
+    fig.tight_layout()
+    return fig

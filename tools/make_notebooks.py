@@ -55,7 +55,12 @@ def notebook(title: str, intro: str, config: str, yaml_name: str, cells: list[st
     params = nbformat.v4.new_code_cell(parameters_cell(cls, ROOT / "params" / "tiny" / yaml_name))
     params.metadata["tags"] = ["parameters"]
     nb.cells = [nbformat.v4.new_markdown_cell(f"# {title}\n\n{intro}"), params]
-    nb.cells.append(nbformat.v4.new_code_cell(IMPORTS + f"from {mod} import {cls_name}\nfrom codelib.params import config_from_namespace\n\ncfg = config_from_namespace({cls_name}, globals())\ncfg"))
+    nb.cells.append(
+        nbformat.v4.new_code_cell(
+            IMPORTS
+            + f"from {mod} import {cls_name}\nfrom codelib.params import config_from_namespace\n\ncfg = config_from_namespace({cls_name}, globals())\ncfg"
+        )
+    )
     for c in cells:
         if c.startswith("## ") or c.startswith("# "):
             nb.cells.append(nbformat.v4.new_markdown_cell(c))
@@ -84,6 +89,123 @@ register(
     [
         "from codelib import explore\n\nexplore.counts_table()",
         "tasks = explore.load_for_browsing(cfg)\nprint(f'{cfg.dataset}/{cfg.split}: {len(tasks)} tasks')\nexplore.task_browser(tasks, show=cfg.show, interactive=cfg.interactive)",
+    ],
+)
+
+TRAIN_INTRO = (
+    "In: the starting policy `init` and the training split. Out: checkpoints/<profile>/{stage}/ (LoRA adapter, "
+    "config.json, metrics.jsonl, a resumable checkpoint). Rerunning resumes from the last checkpoint."
+)
+
+register(
+    "01_sft",
+    "01 · Supervised fine-tuning (LoRA / QLoRA)",
+    "TRL's `SFTTrainer` with a peft LoRA adapter on prompt → canonical solution of the training tasks, loss on the "
+    "solution tokens only; 4-bit NF4 base (QLoRA) when `load_in_4bit` and CUDA is present. In: the base model and "
+    "the training split. Out: checkpoints/<profile>/sft/ (adapter, config.json, metrics.jsonl); rerunning resumes.",
+    "codelib.trainers.sft.Config",
+    "01_sft.yaml",
+    [
+        "from codelib import reports\nfrom codelib.trainers import sft\n\nrun = sft.train(cfg)\nrun",
+        "fig = reports.plot_run(run, keys=['loss', 'learning_rate', 'grad_norm', 'mean_token_accuracy'])",
+    ],
+)
+register(
+    "02_reinforce",
+    "02 · REINFORCE",
+    "Our own loop (TRL has none): one sampled completion per task, reward = pass − α·tokens/100 from the sandbox, "
+    "loss = −(reward − baseline)·log p(completion), LoRA parameters only. " + TRAIN_INTRO.format(stage="reinforce"),
+    "codelib.trainers.reinforce.Config",
+    "02_reinforce.yaml",
+    [
+        "from codelib import reports\nfrom codelib.trainers import reinforce\n\nrun = reinforce.train(cfg)\nrun",
+        "fig = reports.plot_run(run)",
+    ],
+)
+register(
+    "03_ppo",
+    "03 · PPO-Clip",
+    "Our own loop (TRL 1.16 has no PPO trainer): rollouts with logp_old, batch-normalised advantages (or a value "
+    "head on the last hidden state with `critic: value_head`), clipped ratio, several epochs per batch. Logs clip "
+    "fraction, approximate KL, value loss and entropy. " + TRAIN_INTRO.format(stage="ppo"),
+    "codelib.trainers.ppo.Config",
+    "03_ppo.yaml",
+    [
+        "from codelib import reports\nfrom codelib.trainers import ppo\n\nrun = ppo.train(cfg)\nrun",
+        "fig = reports.plot_run(run)",
+    ],
+)
+register(
+    "04_grpo",
+    "04 · GRPO",
+    "TRL's `GRPOTrainer` on a LoRA adapter with the project's sandbox rewards (`rewards`: name → weight, each term "
+    "logged as rewards/<name>/mean); groups of `num_generations` completions per task, advantages within a group. "
+    "Groups with no reward variance give no signal: their share is logged as zero_std_frac. "
+    + TRAIN_INTRO.format(stage="grpo"),
+    "codelib.trainers.grpo.Config",
+    "04_grpo.yaml",
+    [
+        "from codelib import reports\nfrom codelib.trainers import grpo\n\nrun = grpo.train(cfg)\nrun",
+        "fig = reports.plot_run(run, keys=['reward_mean', 'pass_rate', 'completion_len', 'kl', 'zero_std_frac', 'loss'])",
+    ],
+)
+register(
+    "05_dpo",
+    "05 · Offline DPO from executed candidates",
+    "baseline → candidates → annotation → preference data → DPO. The starting policy samples `n_candidates` per "
+    "training task; the sandbox annotates each; passing/failing pairs (margin rule on test fraction, at most K per "
+    "task) feed TRL's `DPOTrainer`, whose frozen reference is the starting adapter. In: `init`. Out: "
+    "checkpoints/<profile>/dpo/ (candidates.jsonl, candidates_annotated.jsonl, nbest.jsonl, pairs.jsonl, "
+    "manifest.json, the adapter, metrics.jsonl) and a merged full model under dpo/merged/.",
+    "codelib.trainers.dpo.Config",
+    "05_dpo.yaml",
+    [
+        "import pandas as pd\nfrom codelib import reports\nfrom codelib.trainers import common, dpo\n\nmanifest = dpo.prepare(cfg)\npd.DataFrame([manifest['counts']])",
+        "## Candidate diversity and coverage",
+        "pd.DataFrame([{**manifest['diversity'], 'tasks_with_no_pass': manifest['tasks_with_no_pass'], 'tasks_with_no_fail': manifest['tasks_with_no_fail']}])",
+        "run = dpo.train(cfg)\nfig = reports.plot_run(run, keys=['loss', 'rewards/margins', 'rewards/accuracies', 'rewards/chosen', 'rewards/rejected'])",
+        "## Merge the adapter into a full model (for vLLM or sharing)",
+        "merged = common.merge_adapter(run)\nmerged",
+    ],
+)
+register(
+    "06_eval",
+    "06 · Evaluation: pass@k with confidence intervals",
+    "Every checkpoint of `checkpoints` (hub name, model dir or LoRA adapter dir) generates on the held-out split; "
+    "the sandbox judges each sample; pass@k uses the unbiased estimator with a bootstrap 95% interval over tasks, "
+    "and every checkpoint is compared with `baseline` on the same tasks (paired). Out: "
+    "checkpoints/<profile>/eval/<name>/ (samples.jsonl, summary.json) and reports/<profile>/results.csv / .md.",
+    "codelib.evaluator.EvalConfig",
+    "06_eval.yaml",
+    [
+        "from IPython.display import Markdown, display\nfrom codelib import evaluator\n\ndf = evaluator.evaluate(cfg)\ndf",
+        "display(Markdown(evaluator.report_dir(cfg.profile).joinpath('results.md').read_text()))",
+    ],
+)
+register(
+    "07_plots",
+    "07 · Plots and tables",
+    "Training curves of every stage, pass@1 per checkpoint with 95% intervals, the length–accuracy trade-off, pass@k "
+    "curves, a per-task heat map and the results table. In: checkpoints/<profile>/. Out: reports/<profile>/figures/"
+    "*.png, reports/<profile>/results.csv and results_table.md.",
+    "codelib.reports.PlotsConfig",
+    "07_plots.yaml",
+    [
+        "from IPython.display import Markdown, display\nfrom codelib import reports\n\npaths = reports.make_all(cfg)",
+        "display(Markdown(reports.reports_root().joinpath(cfg.profile, 'results_table.md').read_text()))",
+    ],
+)
+register(
+    "explore",
+    "Explore completions",
+    "Pick a checkpoint and a task and read its completions side by side with their verdicts, details and rewards; "
+    "then compare two checkpoints on the same task (starting where they disagree most). In: "
+    "checkpoints/<profile>/eval/. Out: nothing. Headless (papermill) it prints one task of each view.",
+    "codelib.explore.ExploreConfig",
+    "explore.yaml",
+    [
+        "from codelib import explore\n\nexplore.completions_explorer(cfg)",
+        "explore.comparison_view(cfg)",
     ],
 )
 

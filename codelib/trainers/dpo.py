@@ -127,7 +127,6 @@ def train(cfg: Config) -> Path:
         seed=cfg.seed,
         data_seed=cfg.seed,
         report_to=report_to(cfg.report_to),
-        logging_dir=str(out / "tb"),
         use_cpu=not torch.cuda.is_available(),
         dataloader_num_workers=0,
     )

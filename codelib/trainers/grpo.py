@@ -94,18 +94,16 @@ class _Timed:
 
 
 def reward_functions(cfg: Config) -> tuple[list, list[float]]:
-    """The configured reward terms (TRL signature) and their weights."""
+    """The configured reward terms (TRL signature) and their weights; the sandbox pool sized from the config."""
     from codelib import rewards as R
+    from codelib import sandbox
 
+    sandbox.configure(workers=cfg.workers, timeout_s=cfg.timeout_s)
     fns, weights = [], []
     for name, weight in cfg.rewards.items():
-        if name not in R.REWARDS:
-            raise ValueError(f"unknown reward {name!r}; choose from {', '.join(sorted(R.REWARDS))}")
-        factory = R.REWARDS[name]
         kwargs = {"alpha": cfg.alpha} if name in ("length", "length_penalty") else {}
-        fns.append(_Timed(R.make_reward(name, **kwargs) if hasattr(R, "make_reward") else factory(**kwargs)))
+        fns.append(_Timed(R.make_reward(name, **kwargs)))
         weights.append(float(weight))
-    R.configure(workers=cfg.workers, timeout_s=cfg.timeout_s) if hasattr(R, "configure") else None
     return fns, weights
 
 
@@ -126,12 +124,11 @@ def build_dataset(cfg: Config, tokenizer):
     return Dataset.from_list(rows)
 
 
-def metrics_callback(run: Path, cfg: Config, report: str):
+def metrics_callback(run: Path):
     """Rename TRL's log keys to the keys REINFORCE and PPO write, and append them to metrics.jsonl."""
     from transformers import TrainerCallback
 
     log = common.MetricsLog(run, "none")  # TRL itself reports to TensorBoard / W&B
-    pass_key = next((f"rewards/{n}/mean" for n in ("pass_reward", "pass") if n in cfg.rewards or True), None)
 
     class Callback(TrainerCallback):
         t_last = time.time()
@@ -163,7 +160,6 @@ def metrics_callback(run: Path, cfg: Config, report: str):
             _Timed.spent = 0.0
             log.log(row)
 
-    del pass_key
     return Callback()
 
 
@@ -212,7 +208,6 @@ def train(cfg: Config) -> Path:
         seed=cfg.seed,
         data_seed=cfg.seed,
         report_to=report_to(cfg.report_to),
-        logging_dir=str(out / "tb"),
         remove_unused_columns=False,
         use_cpu=not torch.cuda.is_available(),
         disable_tqdm=False,
@@ -232,7 +227,7 @@ def train(cfg: Config) -> Path:
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=lora,
-        callbacks=[metrics_callback(out, cfg, cfg.report_to)],
+        callbacks=[metrics_callback(out)],
     )
     last = get_last_checkpoint(str(out)) if any(out.glob("checkpoint-*")) else None
     if last:

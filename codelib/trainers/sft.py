@@ -174,7 +174,6 @@ def train(cfg: Config) -> Path:
         bf16=cfg.bf16,
         gradient_checkpointing=cfg.gradient_checkpointing,
         report_to=report_to(cfg.report_to),
-        logging_dir=str(out / "tb"),
         disable_tqdm=False,
         dataloader_num_workers=0,
         use_cpu=not torch.cuda.is_available(),

@@ -1,0 +1,36 @@
+"""Shared fixtures: a throwaway checkpoints/ and a tiny model + SFT adapter built once per session."""
+
+import os
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def ckpt_root(tmp_path_factory):
+    """Every run dir of the session under a temporary checkpoints/ (the repo's own is left alone)."""
+    root = tmp_path_factory.mktemp("checkpoints")
+    old = os.environ.get("CODELIB_CHECKPOINTS")
+    os.environ["CODELIB_CHECKPOINTS"] = str(root)
+    yield root
+    if old is None:
+        os.environ.pop("CODELIB_CHECKPOINTS", None)
+    else:
+        os.environ["CODELIB_CHECKPOINTS"] = old
+
+
+@pytest.fixture(scope="session")
+def tiny_base(tmp_path_factory):
+    """A tiny Llama model, pretrained for a few steps only: these tests check mechanics, not learning."""
+    from codelib.models import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "base", steps=10)
+
+
+@pytest.fixture(scope="session")
+def tiny_sft(ckpt_root, tiny_base):
+    """A LoRA SFT adapter on the tiny base (a few steps), as the RL and DPO stages start from."""
+    from codelib.trainers import sft
+
+    cfg = sft.Config(profile="test", model=str(tiny_base), max_steps=3, batch_size=8, learning_rate=2e-3,
+                     logging_steps=1, save_steps=100, report_to="none", limit=64)  # fmt: skip
+    return sft.train(cfg)

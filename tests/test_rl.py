@@ -1,0 +1,233 @@
+"""REINFORCE / PPO / GRPO: the math against hand-computed values, and the trainers on the tiny model."""
+
+import json
+import math
+
+import pytest
+import torch
+
+from codelib.params import read_jsonl
+from codelib.trainers import common, grpo, ppo, reinforce
+
+# ---------------------------------------------------------------------------------------------------------------
+# the math
+
+
+def test_reinforce_reward_advantage_and_loss_by_hand():
+    passed = torch.tensor([1.0, 0.0, 1.0])
+    lengths = torch.tensor([100.0, 50.0, 200.0])
+    r = reinforce.rewards_of(passed, lengths, alpha=0.03)
+    assert torch.allclose(r, torch.tensor([0.97, -0.015, 0.94]))
+    assert torch.allclose(reinforce.advantages_of(r, None), r)
+    adv = reinforce.advantages_of(r, 0.5)
+    assert torch.allclose(adv, torch.tensor([0.47, -0.515, 0.44]))
+    seq_logp = torch.tensor([-2.0, -1.0, -4.0], requires_grad=True)
+    loss = reinforce.reinforce_loss(seq_logp, adv)
+    # -(0.47*-2 + -0.515*-1 + 0.44*-4) / 3
+    assert math.isclose(float(loss), -(0.47 * -2 + 0.515 + 0.44 * -4) / 3, rel_tol=1e-6)
+    loss.backward()
+    assert torch.allclose(seq_logp.grad, -adv / 3)  # the advantage is a constant, not differentiated
+
+
+def test_moving_average_baseline():
+    b = reinforce.update_baseline(None, torch.tensor([1.0, 0.0]), 0.9)
+    assert b == 0.5
+    assert math.isclose(reinforce.update_baseline(b, torch.tensor([1.0, 1.0]), 0.9), 0.9 * 0.5 + 0.1 * 1.0)
+
+
+def test_batch_normalised_advantages():
+    adv = ppo.normalized_advantages(torch.tensor([1.0, 0.0, 0.0, 1.0]))
+    assert torch.allclose(adv, torch.tensor([1.0, -1.0, -1.0, 1.0]), atol=1e-5)
+    assert torch.all(ppo.normalized_advantages(torch.tensor([1.0, 1.0, 1.0])) == 0)  # no variance, no signal
+
+
+def test_clipped_loss_clips_on_both_sides():
+    mask = torch.ones(1, 1)
+    logp_old = torch.zeros(1, 1)
+    # positive advantage, ratio 1.5 > 1.2: the clipped term (1.2 * A) is the min
+    loss, clip_frac, _ = ppo.clipped_policy_loss(
+        torch.log(torch.tensor([[1.5]])), logp_old, torch.tensor([2.0]), mask, 0.2
+    )
+    assert math.isclose(float(loss), -1.2 * 2.0, rel_tol=1e-6) and clip_frac == 1.0
+    # negative advantage, ratio 0.5 < 0.8: min(0.5*-1, 0.8*-1) = -0.8 -> loss 0.8
+    loss, clip_frac, _ = ppo.clipped_policy_loss(
+        torch.log(torch.tensor([[0.5]])), logp_old, torch.tensor([-1.0]), mask, 0.2
+    )
+    assert math.isclose(float(loss), 0.8, rel_tol=1e-6) and clip_frac == 1.0
+    # positive advantage, ratio 0.5: the unclipped term is the min (pessimistic), gradient flows
+    logp = torch.log(torch.tensor([[0.5]])).requires_grad_(True)
+    loss, clip_frac, _ = ppo.clipped_policy_loss(logp, logp_old, torch.tensor([1.0]), mask, 0.2)
+    assert math.isclose(float(loss), -0.5, rel_tol=1e-6)
+    loss.backward()
+    assert math.isclose(float(logp.grad), -0.5, rel_tol=1e-6)  # d(-ratio*A)/dlogp = -ratio*A
+    # ratio 1 inside the range: no clipping, approx KL 0
+    loss, clip_frac, kl = ppo.clipped_policy_loss(torch.zeros(1, 1), logp_old, torch.tensor([1.0]), mask, 0.2)
+    assert clip_frac == 0.0 and kl == 0.0 and math.isclose(float(loss), -1.0)
+
+
+def test_mask_excludes_prompt_and_padding():
+    logp = torch.tensor([[0.0, 5.0], [0.0, 0.0]])
+    mask = torch.tensor([[1.0, 0.0], [1.0, 1.0]])
+    loss, _, _ = ppo.clipped_policy_loss(logp, torch.zeros(2, 2), torch.tensor([1.0, 1.0]), mask, 0.2)
+    assert math.isclose(float(loss), -1.0, rel_tol=1e-6)  # the masked ratio e^5 never enters
+
+
+def test_value_loss_and_value_advantages():
+    values = torch.tensor([[0.5, 0.5], [0.0, 0.0]])
+    rewards = torch.tensor([1.0, 0.0])
+    mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
+    # squared errors on masked tokens: 0.25, 0.25, 0 -> mean 1/6
+    assert math.isclose(float(ppo.value_loss_of(values, rewards, mask)), 0.5 / 3, rel_tol=1e-6)
+    adv = ppo.value_advantages(rewards, values, mask)
+    # raw r - V on masked tokens: 0.5, 0.5, 0 -> normalised mean 0, std 1
+    on = adv[mask.bool()]
+    assert math.isclose(float(on.mean()), 0.0, abs_tol=1e-5)
+    assert math.isclose(float(on.std(unbiased=False)), 1.0, rel_tol=1e-3)
+    assert adv[1, 1] == 0
+
+
+def test_make_batch_marks_completion_targets():
+    b = common.make_batch([[5, 6], [7]], [[8, 9], [10, 11, 12]], pad_id=0)
+    assert b.input_ids.tolist() == [[5, 6, 8, 9], [7, 10, 11, 12]]
+    # targets are tokens 1..T-1; completion tokens of row 0 are at targets 1, 2; of row 1 at 0, 1, 2
+    assert b.completion_mask.tolist() == [[0, 1, 1], [1, 1, 1]]
+    assert b.attention_mask.tolist() == [[1, 1, 1, 1], [1, 1, 1, 1]]
+
+
+def test_config_errors_say_what_to_fix():
+    with pytest.raises(ValueError, match="at least 2 generations"):
+        grpo.Config(num_generations=1)
+    with pytest.raises(ValueError, match="critic must be"):
+        ppo.Config(critic="q_head")
+    with pytest.raises(ValueError, match="baseline must be"):
+        reinforce.Config(baseline="mean")
+
+
+def test_nan_loss_stops_with_message():
+    with pytest.raises(FloatingPointError, match="lower learning_rate"):
+        common.check_finite(torch.tensor(float("nan")), 7)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the trainers on the tiny model
+
+
+def _lora_changed(run, start_state=None) -> bool:
+    from safetensors.torch import load_file
+
+    weights = load_file(str(run / "adapter_model.safetensors"))
+    lora_b = [v for k, v in weights.items() if "lora_B" in k]
+    return bool(lora_b) and any(float(v.abs().sum()) > 0 for v in lora_b)  # B starts at zero
+
+
+def _rl_kwargs(stage):
+    return dict(profile="test", stage=stage, steps=2, batch_size=8, max_new_tokens=24, save_every=1,
+                report_to="none", limit=64, learning_rate=1e-2, threads=1)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_log_probs_match_generation_scores(tiny_sft):
+    """Recomputed log-probs of sampled tokens equal what the policy assigned while sampling."""
+    from codelib.generation import encode_prompts
+    from codelib.models import load_policy
+
+    model, tok = load_policy(tiny_sft)
+    prompt = "def f(x):\n    "
+    ids = torch.tensor([encode_prompts(tok, [prompt])[0]])
+    torch.manual_seed(0)
+    gen = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=True, max_new_tokens=8, top_k=None,
+                         output_scores=True, return_dict_in_generate=True, pad_token_id=tok.pad_token_id)  # fmt: skip
+    new = gen.sequences[0, ids.shape[1] :].tolist()
+    scored = [float(torch.log_softmax(s[0], -1)[t]) for s, t in zip(gen.scores, new, strict=False)]
+    batch = common.make_batch([ids[0].tolist()], [new], tok.pad_token_id)
+    with torch.no_grad():
+        logp = common.token_logprobs(model, batch)
+    recomputed = logp[0][batch.completion_mask[0].bool()].tolist()
+    assert len(recomputed) == len(scored)
+    assert max(abs(a - b) for a, b in zip(recomputed, scored, strict=True)) < 1e-4
+
+
+@pytest.mark.slow
+def test_reinforce_trains_lora_and_logs_shared_keys(tiny_sft):
+    run = reinforce.train(reinforce.Config(init=str(tiny_sft), **_rl_kwargs("reinforce")))
+    rows = read_jsonl(run / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [1, 2]
+    for key in ("loss", "reward_mean", "reward_std", "pass_rate", "completion_len", "kl", "time_s", "sandbox_share"):
+        assert all(math.isfinite(r[key]) for r in rows), key
+    assert _lora_changed(run)
+    assert json.loads((run / "adapter_config.json").read_text())["base_model_name_or_path"].endswith("merged")
+
+
+@pytest.mark.slow
+def test_ppo_value_head_trains(tiny_sft):
+    cfg = ppo.Config(init=str(tiny_sft), critic="value_head", entropy_coef=0.01, max_grad_norm=0.5, ppo_epochs=2,
+                     **_rl_kwargs("ppo_vh"))  # fmt: skip
+    run = ppo.train(cfg)
+    rows = read_jsonl(run / "metrics.jsonl")
+    assert all(math.isfinite(r[k]) for r in rows for k in ("loss", "clip_frac", "approx_kl", "value_loss", "entropy"))
+    assert rows[-1]["value_loss"] > 0
+    head = torch.load(run / "value_head.pt")
+    assert float(head["weight"].abs().sum()) > 0  # started at zero
+    assert _lora_changed(run)
+
+
+@pytest.mark.slow
+def test_ppo_resume_gives_the_same_next_step(tiny_sft):
+    """Stopped after step 2 and started again, step 3 matches an uninterrupted 3-step run."""
+    full = ppo.train(ppo.Config(init=str(tiny_sft), **{**_rl_kwargs("ppo_full"), "steps": 3}))
+    part = ppo.Config(init=str(tiny_sft), **{**_rl_kwargs("ppo_part"), "steps": 2})
+    ppo.train(part)
+    resumed = ppo.train(ppo.Config(init=str(tiny_sft), **{**_rl_kwargs("ppo_part"), "steps": 3}))
+    a, b = read_jsonl(full / "metrics.jsonl"), read_jsonl(resumed / "metrics.jsonl")
+    assert [r["step"] for r in b] == [1, 2, 3]
+    for key in ("loss", "reward_mean", "pass_rate", "completion_len", "clip_frac"):
+        assert math.isclose(a[2][key], b[2][key], rel_tol=1e-4, abs_tol=1e-6), key
+
+
+@pytest.mark.slow
+def test_reinforce_resume_after_kill(tiny_sft, tmp_path):
+    """Kill the process mid-run; a second start continues from the last checkpoint with the same step count."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import yaml
+
+    cfg = reinforce.Config(init=str(tiny_sft), **{**_rl_kwargs("reinforce_kill"), "steps": 40})
+    from codelib.params import config_to_dict
+
+    params = tmp_path / "p.yaml"
+    params.write_text(yaml.safe_dump(config_to_dict(cfg)))
+    env = {**os.environ}
+    proc = subprocess.Popen([sys.executable, "-m", "codelib.trainers.reinforce", str(params)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    ckpt = cfg.run_dir / "checkpoint" / "state.pt"
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+        rows = read_jsonl(cfg.run_dir / "metrics.jsonl")
+        if ckpt.exists() and len(rows) >= 3:
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    saved = torch.load(ckpt, weights_only=False)["step"]
+    assert 0 < saved < 40
+    short = reinforce.Config(init=str(tiny_sft), **{**_rl_kwargs("reinforce_kill"), "steps": saved + 2})
+    reinforce.train(short)
+    steps = [r["step"] for r in read_jsonl(cfg.run_dir / "metrics.jsonl")]
+    assert steps == list(range(1, saved + 3))  # nothing repeated, nothing skipped
+
+
+@pytest.mark.slow
+def test_grpo_trains_lora_with_project_rewards(tiny_sft):
+    cfg = grpo.Config(profile="test", init=str(tiny_sft), steps=2, prompts_per_step=4, num_generations=4,
+                      max_new_tokens=24, save_every=1, report_to="none", limit=32, learning_rate=1e-2, beta=0.01,
+                      rewards={"pass": 1.0, "compile": 0.2, "length": 1.0}, alpha=1.0, threads=1)  # fmt: skip
+    run = grpo.train(cfg)
+    rows = read_jsonl(run / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [1, 2]
+    assert {"rewards/pass_reward/mean", "rewards/compile_reward/mean", "zero_std_frac", "kl"} <= set(rows[0])
+    # the length term differs within every group, so there is a gradient even where no completion passes
+    assert _lora_changed(run)
