@@ -145,7 +145,9 @@ def run(
             log(f"[{profile}] {stage}: up to date, skipped (use --force to rerun)")
             results.append((stage, "skipped", 0.0))
             continue
-        log(f"[{profile}] {stage}: running {notebook.name} -> {out_nb.relative_to(root) if out_nb.is_relative_to(root) else out_nb}")
+        log(
+            f"[{profile}] {stage}: running {notebook.name} -> {out_nb.relative_to(root) if out_nb.is_relative_to(root) else out_nb}"
+        )
         stamp.unlink(missing_ok=True)
         t0 = time.time()
         run_stage(stage, params[stage], notebook, out_nb, kernel=kernel)

@@ -195,10 +195,15 @@ def results_frame(summaries: dict[str, dict]):
 
 
 def write_table(profile: str, summaries: dict[str, dict]) -> Path:
-    """reports/<profile>/results.csv (plain numbers) and results_table.md (seed style)."""
+    """reports/<profile>/results_table.md (seed style) and, unless 06_eval already wrote it for these
+    checkpoints, results.csv (plain numeric columns)."""
+    import pandas as pd
+
     df = results_frame(summaries)
     out = reports_root() / profile
-    atomic_write_text(out / "results.csv", df.to_csv(index=False))
+    csv = out / "results.csv"
+    if not csv.exists() or list(pd.read_csv(csv)["checkpoint"]) != list(df["checkpoint"]):
+        atomic_write_text(csv, df.to_csv(index=False))
     lines = ["| checkpoint | method | pass@1 [95% CI] | #passed/#tasks | avg length |", "|---|---|---|---|---|"]
     for r in df.to_dict("records"):
         lines.append(
@@ -206,7 +211,7 @@ def write_table(profile: str, summaries: dict[str, dict]) -> Path:
             f"{100 * r['ci_high']:.1f}] | {r['passed']:.1f}/{r['tasks']} | {r['avg_tokens']:.1f} |"
         )
     atomic_write_text(out / "results_table.md", "\n".join(lines) + "\n")
-    return out / "results.csv"
+    return csv
 
 
 def make_all(cfg: PlotsConfig, show: bool = True) -> dict[str, Path]:

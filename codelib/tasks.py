@@ -171,8 +171,10 @@ def _entry_point(code: str, first_assert: str) -> str:
 
 
 def _mbpp(split: str, source: str) -> list[Task]:
-    records = _hub("google-research-datasets/mbpp", "full", split="train+test+validation+prompt") if source == "hub" else (
-        _read_jsonl(DATA_DIR / "mbpp" / "mbpp.jsonl")
+    records = (
+        _hub("google-research-datasets/mbpp", "full", split="train+test+validation+prompt")
+        if source == "hub"
+        else (_read_jsonl(DATA_DIR / "mbpp" / "mbpp.jsonl"))
     )
     records = sorted(records, key=lambda r: int(r["task_id"]))
     tasks = []

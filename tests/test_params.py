@@ -51,7 +51,9 @@ def test_missing_key(tmp_path):
         load_config(Demo, p)
 
 
-@pytest.mark.parametrize(("key", "value"), [("steps", "3"), ("steps", 2.5), ("flag", "yes"), ("modules", "q"), ("lr", True)])
+@pytest.mark.parametrize(
+    ("key", "value"), [("steps", "3"), ("steps", 2.5), ("flag", "yes"), ("modules", "q"), ("lr", True)]
+)
 def test_wrong_type(key, value):
     with pytest.raises(ParamsError, match=f"parameter '{key}' should be"):
         build_config(Demo, {**FULL, key: value})

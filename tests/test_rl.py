@@ -231,3 +231,18 @@ def test_grpo_trains_lora_with_project_rewards(tiny_sft):
     assert {"rewards/pass_reward/mean", "rewards/compile_reward/mean", "zero_std_frac", "kl"} <= set(rows[0])
     # the length term differs within every group, so there is a gradient even where no completion passes
     assert _lora_changed(run)
+
+
+def test_multi_criteria_reward_terms_by_hand():
+    from codelib.tasks import load_tasks, tasks_to_rows
+
+    t = load_tasks("synthetic", "train")[0]
+    texts = [t.canonical_solution, "    return (\n"]
+    rows = tasks_to_rows([t, t])
+    ro = common.Rollouts([t, t], [[1], [1]], [[2] * 10, [2] * 30], texts, torch.tensor([1.0, 0.0]),
+                         torch.tensor([1.0, 0.0]), torch.tensor([10.0, 30.0]), 0.0, 0.0,
+                         {k: [r[k] for r in rows] for k in rows[0]})  # fmt: skip
+    total, means = common.reward_terms(ro, {"pass": 1.0, "compile": 0.5}, alpha=0.1)
+    # canonical: 1 + 0.5*1 - 0.1*10/100; broken: 0 + 0.5*0 - 0.1*30/100
+    assert torch.allclose(total, torch.tensor([1.5 - 0.01, -0.03]))
+    assert means["rewards/pass_reward/mean"] == 0.5 and means["rewards/compile_reward/mean"] == 0.5

@@ -69,7 +69,9 @@ def test_malformed_records_are_rejected_by_name():
     with pytest.raises(TaskError, match="rec-7.*no tests"):
         make_task("mine", task_id="rec-7", prompt="def f():\n", tests="", entry_point="f", canonical_solution="")
     with pytest.raises(TaskError, match="rec-8.*entry_point"):
-        make_task("mine", task_id="rec-8", prompt="def f():\n", tests="assert 1", entry_point="", canonical_solution="")
+        make_task(
+            "mine", task_id="rec-8", prompt="def f():\n", tests="assert 1", entry_point="", canonical_solution=""
+        )
     with pytest.raises(TaskError, match="rec-9.*no tests"):
         make_task("mine", task_id="rec-9", prompt="x", tests="[]", entry_point="", canonical_solution="", kind="stdio")
 

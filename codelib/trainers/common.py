@@ -63,7 +63,8 @@ def starting_model_dir(init: str) -> str:
     return init  # "tiny" or a hub id
 
 
-def load_rl_policy(init: str, lora_r: int, lora_alpha: int, lora_dropout: float, target_modules, load_in_4bit=False):
+def load_rl_policy(init: str, lora_r: int, lora_alpha: int, lora_dropout: float, target_modules, load_in_4bit=False,
+                   modules_to_save=()):  # fmt: skip
     """(peft model with a fresh trainable LoRA adapter on the merged start policy, tokenizer)."""
     from peft import LoraConfig, get_peft_model
 
@@ -75,6 +76,7 @@ def load_rl_policy(init: str, lora_r: int, lora_alpha: int, lora_dropout: float,
         lora_alpha=lora_alpha,
         lora_dropout=lora_dropout,
         target_modules=list(target_modules),
+        modules_to_save=list(modules_to_save) or None,
         task_type="CAUSAL_LM",
     )
     model = get_peft_model(base, lora)
@@ -162,13 +164,14 @@ class Rollouts:
     lengths: torch.Tensor  # [N] generated tokens
     generate_s: float
     sandbox_s: float
+    columns: dict  # Task fields as lists, one entry per completion (the reward functions' kwargs)
 
 
 def rollout(model, tokenizer, tasks, n_per_task, temperature, top_p, max_new_tokens, seed, workers, timeout_s):
     """n_per_task completions of each task (grouped: task i's samples are rows i*n .. i*n+n-1), judged."""
+    from codelib import rewards, sandbox
     from codelib.generation import encode_prompts, generate, stops_for
-    from codelib.rewards import extract_completion
-    from codelib.sandbox import check
+    from codelib.tasks import tasks_to_rows
 
     t0 = time.time()
     stop = stops_for(tasks[0])
@@ -194,13 +197,35 @@ def rollout(model, tokenizer, tasks, n_per_task, temperature, top_p, max_new_tok
             p_ids.append(p)
             c_ids.append(c.ids if c.ids else [tokenizer.eos_token_id])  # an empty completion still has a token
             texts.append(c.text)
-    verdicts = check(flat_tasks, [extract_completion(x, t) for x, t in zip(texts, flat_tasks, strict=True)],
-                     workers=workers, timeout_s=timeout_s)  # fmt: skip
+    sandbox.configure(workers=workers, timeout_s=timeout_s)
+    columns = {k: [row[k] for row in tasks_to_rows(flat_tasks)] for k in tasks_to_rows(flat_tasks[:1])[0]}
+    # one Sandbox.map for the batch; the verdicts are cached, so reward terms computed later reuse them
+    verdicts = rewards.verdicts(texts, **columns)
     t2 = time.time()
     passed = torch.tensor([1.0 if v.passed else 0.0 for v in verdicts])
     frac = torch.tensor([v.tests_passed / v.tests_total if v.tests_total else float(v.passed) for v in verdicts])
     lengths = torch.tensor([float(len(c)) for c in c_ids])
-    return Rollouts(flat_tasks, p_ids, c_ids, texts, passed, frac, lengths, t1 - t0, t2 - t1)
+    return Rollouts(flat_tasks, p_ids, c_ids, texts, passed, frac, lengths, t1 - t0, t2 - t1, columns)
+
+
+def reward_terms(ro: Rollouts, weights: dict[str, float], alpha: float) -> tuple[torch.Tensor, dict[str, float]]:
+    """reward = sum_i w_i * term_i - alpha * tokens / 100, per completion, and each term's batch mean.
+
+    weights: reward name -> weight (names of `codelib.rewards.REWARDS`); {"pass": 1.0} is the plain
+    pass/fail reward. A term that does not apply to a row (None) counts 0 there.
+    """
+    from codelib import rewards
+
+    total = torch.zeros(len(ro.texts))
+    means = {}
+    for name, w in weights.items():
+        fn = rewards.make_reward(name)
+        vals = torch.tensor([0.0 if v is None else float(v) for v in fn(ro.texts, **ro.columns)])  # [N]
+        total += w * vals
+        means[f"rewards/{getattr(fn, '__name__', name)}/mean"] = float(vals.mean())
+    length = -alpha * ro.lengths / 100.0  # [N]
+    means["rewards/length_penalty/mean"] = float(length.mean())
+    return total + length, means
 
 
 def batch_tasks(tasks: list, batch_size: int, step: int, seed: int) -> list:

@@ -44,6 +44,7 @@ class Config:
     lora_alpha: int = 32
     lora_dropout: float = 0.0
     target_modules: list[str] = field(default_factory=lambda: list(DEFAULT_TARGETS))
+    modules_to_save: list[str] = field(default_factory=list)  # also trained in full, e.g. ["norm"]: every RMSNorm
     load_in_4bit: bool = False
     save_every: int = 50  # a resumable checkpoint every N steps
     seed: int = 0
@@ -131,7 +132,8 @@ def train(cfg: Config) -> Path:
         dataloader_num_workers=0,
     )
     lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-                      target_modules=list(cfg.target_modules), task_type="CAUSAL_LM")  # fmt: skip
+                      target_modules=list(cfg.target_modules), modules_to_save=list(cfg.modules_to_save) or None,
+                      task_type="CAUSAL_LM")  # fmt: skip
     trainer = DPOTrainer(
         model=model,
         args=args,

@@ -51,6 +51,7 @@ class Config:
     lora_alpha: int = 32
     lora_dropout: float = 0.0
     target_modules: list[str] = field(default_factory=lambda: list(DEFAULT_TARGETS))
+    modules_to_save: list[str] = field(default_factory=list)  # also trained in full, e.g. ["norm"]: every RMSNorm
     load_in_4bit: bool = False
     use_vllm: bool = False  # generation on vLLM (GPU; pip install -r requirements-vllm.txt)
     vllm_mode: str = "colocate"  # colocate | server (trl vllm-serve)
@@ -117,6 +118,7 @@ def build_dataset(cfg: Config, tokenizer):
     rows = []
     for t in tasks:
         row = t.to_dict()
+        row["source_prompt"] = t.prompt  # the rewards rebuild the program from the whole prompt
         ids = tokenizer(t.prompt, add_special_tokens=False)["input_ids"]
         if len(ids) > cfg.max_prompt_tokens:
             row["prompt"] = tokenizer.decode(ids[-cfg.max_prompt_tokens :])
@@ -218,6 +220,7 @@ def train(cfg: Config) -> Path:
         lora_alpha=cfg.lora_alpha,
         lora_dropout=cfg.lora_dropout,
         target_modules=list(cfg.target_modules),
+        modules_to_save=list(cfg.modules_to_save) or None,
         task_type="CAUSAL_LM",
     )
     trainer = GRPOTrainer(

@@ -39,6 +39,7 @@ class Config:
     clip_eps: float = 0.2  # ratio clip range
     learning_rate: float = 1e-3  # AdamW, constant
     alpha: float = 0.01  # length penalty: reward = pass - alpha * tokens / 100
+    rewards: dict[str, float] = field(default_factory=lambda: {"pass": 1.0})  # reward terms -> weights
     critic: str = "none"  # "none" (batch-normalised rewards) | "value_head"
     value_coef: float = 0.5  # value loss weight (critic: value_head)
     entropy_coef: float = 0.0  # entropy bonus weight (0.01 with the value head in the 7B seed)
@@ -51,6 +52,7 @@ class Config:
     lora_alpha: int = 32
     lora_dropout: float = 0.0  # 0 keeps the first epoch's ratio exactly 1
     target_modules: list[str] = field(default_factory=lambda: list(DEFAULT_TARGETS))
+    modules_to_save: list[str] = field(default_factory=list)  # also trained in full, e.g. ["norm"]: every RMSNorm
     load_in_4bit: bool = False
     save_every: int = 25  # a resumable checkpoint every N updates
     seed: int = 0
@@ -128,7 +130,13 @@ def train(cfg: Config) -> Path:
     atomic_write_json(out / "config.json", {"stage": "ppo", **config_to_dict(cfg)})
     tasks = load_tasks(cfg.dataset, cfg.split)[: cfg.limit or None]
     model, tokenizer = common.load_rl_policy(
-        cfg.init, cfg.lora_r, cfg.lora_alpha, cfg.lora_dropout, cfg.target_modules, cfg.load_in_4bit
+        cfg.init,
+        cfg.lora_r,
+        cfg.lora_alpha,
+        cfg.lora_dropout,
+        cfg.target_modules,
+        cfg.load_in_4bit,
+        cfg.modules_to_save,
     )
     device = next(model.parameters()).device
     modules = {}
@@ -152,7 +160,13 @@ def train(cfg: Config) -> Path:
         batch_tasks = common.batch_tasks(tasks, cfg.batch_size, step, cfg.seed)
         ro = common.rollout(model, tokenizer, batch_tasks, cfg.samples_per_task, cfg.temperature, cfg.top_p,
                             cfg.max_new_tokens, cfg.seed + step, cfg.workers, cfg.timeout_s)  # fmt: skip
-        rewards = (ro.passed - cfg.alpha * ro.lengths / 100.0).to(device)  # [N]
+        if cfg.rewards == {"pass": 1.0}:
+            rewards = ro.passed - cfg.alpha * ro.lengths / 100.0  # [N]
+            terms = {"rewards/pass_reward/mean": float(ro.passed.mean()),
+                     "rewards/length_penalty/mean": float((-cfg.alpha * ro.lengths / 100).mean())}  # fmt: skip
+        else:  # the multi-criteria sum of the second seed
+            rewards, terms = common.reward_terms(ro, cfg.rewards, cfg.alpha)  # [N]
+        rewards = rewards.to(device)
         batch = common.make_batch(ro.prompt_ids, ro.completion_ids, tokenizer.pad_token_id, device)
         mask = batch.completion_mask  # [N, T-1]
         model.eval()
@@ -219,8 +233,7 @@ def train(cfg: Config) -> Path:
                 "approx_kl": mean(stats["approx_kl"]),
                 "value_loss": mean(stats["value_loss"]),
                 "entropy": mean(stats["entropy"]),
-                "rewards/pass/mean": float(ro.passed.mean()),
-                "rewards/length_penalty/mean": float((-cfg.alpha * ro.lengths / 100).mean()),
+                **terms,
                 "time_s": dt,
                 "generate_share": ro.generate_s / dt,
                 "sandbox_share": ro.sandbox_s / dt,

@@ -35,6 +35,9 @@ class Config:
     samples_per_task: int = 1  # REINFORCE proper samples one completion per task
     learning_rate: float = 1e-3  # AdamW, constant
     alpha: float = 0.01  # length penalty: reward = pass - alpha * tokens / 100
+    rewards: dict[str, float] = field(
+        default_factory=lambda: {"pass": 1.0}
+    )  # reward terms -> weights; {pass: 1.0} is the plain pass/fail reward
     baseline: str = "moving_average"  # "moving_average" | "none"
     baseline_decay: float = 0.9  # weight of the old baseline in the moving average
     max_grad_norm: float = 1.0
@@ -45,6 +48,7 @@ class Config:
     lora_alpha: int = 32
     lora_dropout: float = 0.0  # 0 keeps training forward passes identical to the sampling policy
     target_modules: list[str] = field(default_factory=lambda: list(DEFAULT_TARGETS))
+    modules_to_save: list[str] = field(default_factory=list)  # also trained in full, e.g. ["norm"]: every RMSNorm
     load_in_4bit: bool = False
     save_every: int = 25  # a resumable checkpoint every N steps
     seed: int = 0
@@ -99,7 +103,13 @@ def train(cfg: Config) -> Path:
     atomic_write_json(out / "config.json", {"stage": "reinforce", **config_to_dict(cfg)})
     tasks = load_tasks(cfg.dataset, cfg.split)[: cfg.limit or None]
     model, tokenizer = common.load_rl_policy(
-        cfg.init, cfg.lora_r, cfg.lora_alpha, cfg.lora_dropout, cfg.target_modules, cfg.load_in_4bit
+        cfg.init,
+        cfg.lora_r,
+        cfg.lora_alpha,
+        cfg.lora_dropout,
+        cfg.target_modules,
+        cfg.load_in_4bit,
+        cfg.modules_to_save,
     )
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=0.0)
@@ -117,7 +127,12 @@ def train(cfg: Config) -> Path:
         ro = common.rollout(model, tokenizer, batch_tasks, cfg.samples_per_task, cfg.temperature, cfg.top_p,
                             cfg.max_new_tokens, cfg.seed + step, cfg.workers, cfg.timeout_s)  # fmt: skip
         # reward and advantage
-        rewards = rewards_of(ro.passed, ro.lengths, cfg.alpha)  # [N]
+        if cfg.rewards == {"pass": 1.0}:
+            rewards = rewards_of(ro.passed, ro.lengths, cfg.alpha)  # [N]
+            terms = {"rewards/pass_reward/mean": float(ro.passed.mean()),
+                     "rewards/length_penalty/mean": float((-cfg.alpha * ro.lengths / 100).mean())}  # fmt: skip
+        else:  # the multi-criteria sum of the second seed
+            rewards, terms = common.reward_terms(ro, cfg.rewards, cfg.alpha)  # [N]
         advantages = advantages_of(rewards, baseline if cfg.baseline == "moving_average" else None)  # [N]
         # loss: -A * sum of completion-token log-probs
         batch = common.make_batch(ro.prompt_ids, ro.completion_ids, tokenizer.pad_token_id, device)
@@ -145,8 +160,7 @@ def train(cfg: Config) -> Path:
                 "kl": kl,
                 "grad_norm": float(grad_norm),
                 "baseline": baseline if baseline is not None else 0.0,
-                "rewards/pass/mean": float(ro.passed.mean()),
-                "rewards/length_penalty/mean": float((-cfg.alpha * ro.lengths / 100).mean()),
+                **terms,
                 "time_s": dt,
                 "generate_share": ro.generate_s / dt,
                 "sandbox_share": ro.sandbox_s / dt,

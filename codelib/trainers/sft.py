@@ -32,6 +32,7 @@ class Config:
     lora_alpha: int = 32
     lora_dropout: float = 0.05
     target_modules: list[str] = field(default_factory=lambda: list(DEFAULT_TARGETS))
+    modules_to_save: list[str] = field(default_factory=list)  # also trained in full, e.g. ["norm"]: every RMSNorm
     learning_rate: float = 2e-4
     max_steps: int = 200
     batch_size: int = 8
@@ -86,6 +87,7 @@ def lora_config(cfg: Config):
         lora_alpha=cfg.lora_alpha,
         lora_dropout=cfg.lora_dropout,
         target_modules=list(cfg.target_modules),
+        modules_to_save=list(cfg.modules_to_save) or None,
         bias="none",
         task_type="CAUSAL_LM",
     )

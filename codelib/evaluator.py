@@ -1,0 +1,538 @@
+"""Evaluation: pass@k (unbiased), bootstrap confidence intervals, paired comparisons, per-sample records.
+
+One code path scores everything: `score_completions(tasks, completions)` extracts the code of each completion,
+checks every (task, code) pair in one sandbox call and returns pass@k with confidence intervals, per-task counts
+and per-sample verdicts. `evaluate(cfg)` generates with each checkpoint, scores through it, and writes
+
+    checkpoints/<profile>/eval/<name>/samples.jsonl   one row per sample: code, verdict, tokens
+    checkpoints/<profile>/eval/<name>/summary.json    pass@k with CIs, per-task counts, paired diff vs baseline
+    reports/<profile>/results.csv, results.md         one row per checkpoint
+
+Intervals are percentile bootstraps over tasks (tasks are the unit that varies between benchmarks; samples of
+one task are not independent). `python -m codelib.evaluator params/tiny/06_eval.yaml [key=value ...]`.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+import math
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from codelib import generation
+from codelib.params import atomic_write_json, atomic_write_text, reports_root, resolve, run_dir
+from codelib.tasks import NAMES, Task, load_tasks
+
+# ---------------------------------------------------------------------------------------------------------------
+# statistics
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples of which c passed (Chen et al. 2021): 1 - C(n-c, k) / C(n, k)."""
+    if not 0 <= c <= n:
+        raise ValueError(f"need 0 <= c <= n, got n={n}, c={c}")
+    if not 1 <= k <= n:
+        raise ValueError(f"pass@{k} needs at least {k} samples per task; got n={n}")
+    if n - c < k:
+        return 1.0  # every k-subset holds a pass
+    # The product form avoids the huge binomials of the textbook formula.
+    return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+
+
+def bootstrap_ci(
+    per_task_values: Sequence[float], iters: int = 1000, seed: int = 0, alpha: float = 0.05
+) -> tuple[float, float]:
+    """Percentile bootstrap CI of the mean, resampling tasks with replacement; (nan, nan) for no tasks."""
+    x = np.asarray(per_task_values, dtype=float)
+    if x.size == 0:
+        return (math.nan, math.nan)
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, x.size, size=(iters, x.size))].mean(axis=1)  # [iters]
+    lo, hi = np.quantile(means, [alpha / 2, 1 - alpha / 2])
+    return (float(lo), float(hi))
+
+
+def paired_difference(
+    a_per_task: Sequence[float], b_per_task: Sequence[float], iters: int = 1000, seed: int = 0, alpha: float = 0.05
+) -> dict:
+    """mean(a - b) over the same tasks, with a paired bootstrap CI (tasks resampled together for a and b).
+
+    Pairing removes the task-difficulty variance both share, so the interval is much tighter than comparing two
+    independent intervals. A CI above 0 means a is better than b on these tasks.
+    """
+    a, b = np.asarray(a_per_task, dtype=float), np.asarray(b_per_task, dtype=float)
+    if a.shape != b.shape:
+        raise ValueError(f"paired comparison needs the same tasks on both sides; got {a.size} and {b.size} values")
+    d = a - b
+    lo, hi = bootstrap_ci(d, iters=iters, seed=seed, alpha=alpha)
+    return {"diff": float(d.mean()) if d.size else math.nan, "ci_low": lo, "ci_high": hi, "tasks": int(d.size)}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# scoring: the one path from completions to pass@k
+
+
+def score_completions(
+    tasks: Sequence[Task],
+    completions: Sequence[Sequence[str]],
+    ks: Sequence[int] = (1,),
+    workers: int | None = None,
+    timeout_s: float = 5.0,
+    plus: bool = False,
+    bootstrap_iters: int = 1000,
+    seed: int = 0,
+) -> dict:
+    """Check every completion of every task in one sandbox call; pass@k with CIs, per-task and per-sample records.
+
+    completions[i] is the list of raw completions (model text) for tasks[i]; each goes through
+    `rewards.extract_completion` first. Returns a dict with
+      tasks, n_samples, ks, pass@k (for each k <= n_samples; pass@1 always), pass@k_ci_low/high,
+      ci_low/ci_high (pass@1's), passed (sum over tasks of c/n: tasks solved when greedy),
+      per_task: [{task_id, n, c, pass@k...}], samples: [{task_id, sample, code, status, passed, detail}].
+    """
+    if len(tasks) != len(completions):
+        raise ValueError(f"one list of completions per task: {len(tasks)} tasks, {len(completions)} lists")
+    empty = [t.task_id for t, c in zip(tasks, completions, strict=True) if not c]
+    if empty:
+        raise ValueError(f"task {empty[0]} has no completions ({len(empty)} tasks have none)")
+    from codelib import rewards, sandbox  # imported here: the statistics above need neither
+
+    flat_tasks, flat_codes, index = [], [], []
+    for i, (task, comps) in enumerate(zip(tasks, completions, strict=True)):
+        for j, text in enumerate(comps):
+            flat_tasks.append(task)
+            flat_codes.append(rewards.extract_completion(text, task))
+            index.append((i, j))
+    verdicts = sandbox.check(flat_tasks, flat_codes, workers=workers, plus=plus, timeout_s=timeout_s)
+
+    n_min = min((len(c) for c in completions), default=0)
+    ks = sorted({1, *ks})
+    dropped = [k for k in ks if k > n_min]
+    if dropped:
+        warnings.warn(
+            f"pass@{dropped} dropped: it needs at least that many samples per task, and there are {n_min}",
+            stacklevel=2,
+        )
+    ks = [k for k in ks if k <= n_min] or [1]
+
+    counts = [0] * len(tasks)
+    samples = []
+    for (i, j), code, v in zip(index, flat_codes, verdicts, strict=True):
+        counts[i] += bool(v.passed)
+        samples.append(
+            {
+                "task_id": tasks[i].task_id,
+                "sample": j,
+                "code": code,
+                "status": v.status,
+                "passed": bool(v.passed),
+                "detail": v.detail,
+            }
+        )
+    per_task = []
+    for task, comps, c in zip(tasks, completions, counts, strict=True):
+        row = {"task_id": task.task_id, "n": len(comps), "c": c}
+        row.update({f"pass@{k}": pass_at_k(len(comps), c, k) for k in ks})
+        per_task.append(row)
+
+    out = {"tasks": len(tasks), "n_samples": n_min, "ks": ks}
+    for k in ks:
+        values = [r[f"pass@{k}"] for r in per_task]
+        lo, hi = bootstrap_ci(values, iters=bootstrap_iters, seed=seed)
+        out[f"pass@{k}"] = float(np.mean(values)) if values else math.nan
+        out[f"pass@{k}_ci_low"], out[f"pass@{k}_ci_high"] = lo, hi
+    out["ci_low"], out["ci_high"] = out["pass@1_ci_low"], out["pass@1_ci_high"]
+    out["passed"] = float(sum(r["c"] / r["n"] for r in per_task))
+    out["per_task"] = per_task
+    out["samples"] = samples
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# evaluating checkpoints
+
+
+@dataclass
+class EvalConfig:
+    """Parameters of the eval stage (params/<profile>/06_eval.yaml mirrors these fields one to one)."""
+
+    profile: str = "tiny"  # outputs go to checkpoints/<profile>/eval/ and reports/<profile>/
+    dataset: str = "synthetic"  # humaneval | mbpp | humaneval_plus | mbpp_plus | codecontests | synthetic
+    split: str = "test"  # held-out split
+    limit: int = 0  # first `limit` tasks only; 0 = all
+    checkpoints: dict[str, str] = field(default_factory=lambda: {"base": "tiny"})  # name -> hub name / dir / adapter
+    baseline: str = "base"  # every other checkpoint is compared with this one, paired; "" for none
+    n_samples: int = 4  # samples per task
+    temperature: float = 0.8  # 0 = greedy (n_samples is then 1)
+    top_p: float = 1.0  # nucleus sampling
+    max_new_tokens: int = 256  # generation budget per sample
+    batch_size: int = 64  # (prompt, sample) rows per generate call
+    seed: int = 1234  # sampling seed, separate from training seeds so two evaluations agree
+    ks: list[int] = field(default_factory=lambda: [1])  # pass@k reported for each k (each <= n_samples)
+    backend: str = "hf"  # hf | vllm (GPU, pip install -r requirements-vllm.txt)
+    workers: int = 2  # sandbox worker processes
+    timeout_s: float = 5.0  # wall-clock limit per test program
+    bootstrap_iters: int = 1000  # resamples for the confidence intervals
+
+    def __post_init__(self):
+        if self.dataset not in NAMES:
+            raise ValueError(f"dataset {self.dataset!r} is not known; choose one of {', '.join(NAMES)}")
+        if not self.checkpoints:
+            raise ValueError("checkpoints is empty; give at least one, e.g. {base: tiny}")
+        bad = [n for n in self.checkpoints if not n or "/" in n or "\\" in n or n.startswith(".")]
+        if bad:
+            raise ValueError(f"checkpoint name {bad[0]!r} must be a plain name (it becomes a directory name)")
+        if self.baseline and self.baseline not in self.checkpoints:
+            raise ValueError(
+                f"baseline {self.baseline!r} is not one of the checkpoints ({', '.join(self.checkpoints)}); "
+                "name one of them, or set baseline to '' for no comparison"
+            )
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0 (0 = greedy), got {self.temperature}")
+        if self.temperature == 0 and self.n_samples != 1:
+            # Greedy decoding gives the same answer every time: more samples would only cost time.
+            self.n_samples = 1
+        if self.n_samples < 1:
+            raise ValueError(f"n_samples must be at least 1, got {self.n_samples}")
+        if not self.ks or any(k < 1 for k in self.ks):
+            raise ValueError(f"ks must be a non-empty list of positive integers, got {self.ks}")
+        too_big = [k for k in self.ks if k > self.n_samples]
+        if too_big:
+            hint = (
+                "greedy decoding (temperature 0) gives 1 sample; use temperature > 0"
+                if self.temperature == 0
+                else (f"raise n_samples to at least {max(too_big)}")
+            )
+            raise ValueError(f"pass@{max(too_big)} needs at least {max(too_big)} samples per task: {hint}, or drop it")
+        self.ks = sorted({1, *self.ks})
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.backend not in ("hf", "vllm"):
+            raise ValueError(f"backend must be 'hf' or 'vllm', not {self.backend!r}")
+        for name in ("max_new_tokens", "batch_size", "workers", "bootstrap_iters"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.limit < 0:
+            raise ValueError(f"limit must be >= 0 (0 = all tasks), got {self.limit}")
+        if self.timeout_s <= 0:
+            raise ValueError(f"timeout_s must be positive, got {self.timeout_s}")
+
+
+def eval_dir(profile: str, name: str) -> Path:
+    """checkpoints/<profile>/eval/<name>/: where one checkpoint's samples and summary live."""
+    return run_dir(profile, "eval") / name
+
+
+def report_dir(profile: str) -> Path:
+    return reports_root() / profile
+
+
+def _source(spec: str) -> str:
+    """A checkpoint as load_policy takes it: an existing path (relative to the repo root) or a hub/alias name."""
+    p = resolve(spec)
+    return str(p) if p.exists() else spec
+
+
+def _fingerprint(source: str) -> list:
+    """Names, sizes and mtimes of a local checkpoint's weight/config files (an adapter's base's too): a retrained
+    checkpoint, or an adapter whose base was rebuilt, is evaluated again."""
+    if source == "tiny":
+        from codelib.models import TINY_DIR
+
+        source = str(TINY_DIR)
+    p = Path(source)
+    if not p.is_dir():
+        return []
+    pats = ("*.safetensors", "*.bin", "*.pt", "*config.json")
+    files = sorted({f for pat in pats for f in p.glob(pat) if f.is_file()})
+    out = [[f.name, f.stat().st_size, f.stat().st_mtime_ns] for f in files]
+    adapter = p / "adapter_config.json"
+    if adapter.is_file():
+        base = json.loads(adapter.read_text()).get("base_model_name_or_path") or ""
+        if base and base != source:
+            out.append(["base", base, _fingerprint(base)])
+    return out
+
+
+def settings_for(cfg: EvalConfig, name: str, tasks: Sequence[Task]) -> dict:
+    """What decides a checkpoint's samples and scores; an equal hash means its summary can be reused."""
+    source = _source(cfg.checkpoints[name])
+    task_ids = hashlib.sha256("\n".join(t.task_id for t in tasks).encode()).hexdigest()[:16]
+    return {
+        "checkpoint": cfg.checkpoints[name],
+        "fingerprint": _fingerprint(source),
+        "dataset": cfg.dataset,
+        "split": cfg.split,
+        "limit": cfg.limit,
+        "task_ids": task_ids,
+        "n_samples": cfg.n_samples,
+        "temperature": cfg.temperature,
+        "top_p": cfg.top_p,
+        "max_new_tokens": cfg.max_new_tokens,
+        # batch composition decides which random numbers each row draws, so it is part of the sample
+        "batch_size": cfg.batch_size,
+        "seed": cfg.seed,
+        "ks": list(cfg.ks),
+        "backend": cfg.backend,
+        "timeout_s": cfg.timeout_s,
+        "bootstrap_iters": cfg.bootstrap_iters,
+    }
+
+
+def settings_hash(settings: dict) -> str:
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _free(model) -> None:
+    del model
+    gc.collect()
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except ImportError:
+        pass
+
+
+def evaluate_checkpoint(cfg: EvalConfig, name: str, tasks: Sequence[Task], out: Path) -> dict:
+    """Generate with one checkpoint, score, write samples.jsonl and summary.json; returns the summary."""
+    source = _source(cfg.checkpoints[name])
+    prompts = [t.prompt for t in tasks]
+    stop = generation.stops_for(tasks[0]) if tasks else generation.STOP_SEQUENCES
+    t0 = time.time()
+    kwargs = dict(
+        n=cfg.n_samples,
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        max_new_tokens=cfg.max_new_tokens,
+        batch_size=cfg.batch_size,
+        seed=cfg.seed,
+        stop=stop,
+    )
+    if cfg.backend == "vllm":
+        comps = generation.generate(source, None, prompts, backend="vllm", **kwargs)
+    else:
+        from codelib import models
+
+        model, tokenizer = models.load_policy(source)
+        try:
+            comps = generation.generate(model, tokenizer, prompts, **kwargs)
+        finally:
+            _free(model)
+    gen_s = time.time() - t0
+    t0 = time.time()
+    score = score_completions(
+        tasks,
+        [[c.text for c in cs] for cs in comps],
+        ks=cfg.ks,
+        workers=cfg.workers,
+        timeout_s=cfg.timeout_s,
+        plus=cfg.dataset.endswith("_plus"),
+        bootstrap_iters=cfg.bootstrap_iters,
+        seed=cfg.seed,
+    )
+    exec_s = time.time() - t0
+
+    flat = [c for cs in comps for c in cs]
+    rows = [
+        {
+            **{k: s[k] for k in ("task_id", "sample")},
+            "completion": c.text,
+            "code": s["code"],
+            "status": s["status"],
+            "passed": s["passed"],
+            "detail": s["detail"],
+            "n_tokens": c.n_tokens,
+            "finished": c.finished,
+        }
+        for s, c in zip(score.pop("samples"), flat, strict=True)
+    ]
+    atomic_write_text(out / "samples.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    settings = settings_for(cfg, name, tasks)
+    summary = {
+        "checkpoint": name,
+        "method": name,
+        "source": cfg.checkpoints[name],
+        "settings": settings,
+        "settings_hash": settings_hash(settings),
+        **score,
+        "avg_tokens": float(np.mean([c.n_tokens for c in flat])) if flat else math.nan,
+        "finished_rate": float(np.mean([c.finished for c in flat])) if flat else math.nan,
+        "generate_s": round(gen_s, 2),
+        "execute_s": round(exec_s, 2),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+    atomic_write_json(out / "summary.json", summary)
+    return summary
+
+
+def load_summary(path: str | Path) -> dict:
+    """A summary.json, given the file or its eval directory."""
+    p = resolve(path)
+    p = p / "summary.json" if p.is_dir() else p
+    if not p.exists():
+        raise FileNotFoundError(f"no eval summary at {p}; run evaluate() for that checkpoint first")
+    return json.loads(p.read_text())
+
+
+def _per_task(summary: dict) -> dict[str, float]:
+    return {r["task_id"]: r["c"] / r["n"] for r in summary["per_task"]}
+
+
+def compare(a: str | Path | dict, b: str | Path | dict, iters: int = 1000, seed: int = 0, alpha: float = 0.05) -> dict:
+    """Paired difference of pass@1 (a - b) over the tasks both summaries scored; a, b are summaries or their paths."""
+    sa = a if isinstance(a, dict) else load_summary(a)
+    sb = b if isinstance(b, dict) else load_summary(b)
+    pa, pb = _per_task(sa), _per_task(sb)
+    common = [t for t in pa if t in pb]
+    if not common:
+        raise ValueError(f"{sa.get('checkpoint')} and {sb.get('checkpoint')} share no task: nothing to compare")
+    if len(common) != len(pa) or len(common) != len(pb):
+        warnings.warn(
+            f"comparing on the {len(common)} tasks both summaries scored ({len(pa)} vs {len(pb)})", stacklevel=2
+        )
+    res = paired_difference([pa[t] for t in common], [pb[t] for t in common], iters=iters, seed=seed, alpha=alpha)
+    return {"a": sa.get("checkpoint"), "b": sb.get("checkpoint"), **res}
+
+
+TABLE_COLUMNS = ["checkpoint", "method", "pass@1", "ci_low", "ci_high", "passed", "tasks", "avg_tokens"]
+DIFF_COLUMNS = ["diff_vs_baseline", "diff_ci_low", "diff_ci_high"]
+
+
+def results_table(cfg: EvalConfig, summaries: dict[str, dict]):
+    """One row per checkpoint (columns TABLE_COLUMNS, pass@k for other k, DIFF_COLUMNS) as a DataFrame."""
+    import pandas as pd
+
+    extra_ks = [k for k in cfg.ks if k != 1]
+    rows = []
+    for name, s in summaries.items():
+        row = {
+            "checkpoint": name,
+            "method": name,
+            "pass@1": s["pass@1"],
+            "ci_low": s["ci_low"],
+            "ci_high": s["ci_high"],
+            "passed": s["passed"],
+            "tasks": s["tasks"],
+            "avg_tokens": s["avg_tokens"],
+        }
+        for k in extra_ks:
+            row[f"pass@{k}"] = s.get(f"pass@{k}", math.nan)
+        vs = s.get("vs_baseline") or {}
+        row.update(
+            {
+                "diff_vs_baseline": vs.get("diff", math.nan),
+                "diff_ci_low": vs.get("ci_low", math.nan),
+                "diff_ci_high": vs.get("ci_high", math.nan),
+            }
+        )
+        rows.append(row)
+    return pd.DataFrame(rows, columns=TABLE_COLUMNS + [f"pass@{k}" for k in extra_ks] + DIFF_COLUMNS)
+
+
+def _pct(x: float) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}"
+
+
+def results_markdown(cfg: EvalConfig, df) -> str:
+    """The results table as Markdown: pass@1 [95% CI] in percent, passed/tasks, paired diff vs the baseline."""
+    greedy = cfg.temperature == 0
+    sampling = "greedy" if greedy else f"{cfg.n_samples} samples/task at T={cfg.temperature}, top_p={cfg.top_p}"
+    extra_ks = [k for k in cfg.ks if k != 1]
+    head = ["checkpoint", "pass@1 [95% CI]"] + [f"pass@{k}" for k in extra_ks] + ["passed", "avg tokens"]
+    if cfg.baseline:
+        head.append(f"Δ vs {cfg.baseline} [95% CI]")
+    lines = [
+        f"# Results: {cfg.dataset}/{cfg.split} ({cfg.profile})",
+        "",
+        f"{int(df['tasks'].max()) if len(df) else 0} tasks, {sampling}, seed {cfg.seed}. Percentages; CIs are "
+        f"{cfg.bootstrap_iters}-resample bootstraps over tasks, Δ is paired over the same tasks. "
+        + ("`passed` = tasks solved." if greedy else "`passed` = expected tasks solved by one sample (Σ c/n)."),
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "|".join("---" for _ in head) + "|",
+    ]
+    for r in df.to_dict("records"):
+        passed = f"{int(round(r['passed']))}/{r['tasks']}" if greedy else f"{r['passed']:.1f}/{r['tasks']}"
+        cells = [r["checkpoint"], f"{_pct(r['pass@1'])} [{_pct(r['ci_low'])}, {_pct(r['ci_high'])}]"]
+        cells += [_pct(r[f"pass@{k}"]) for k in extra_ks]
+        cells += [passed, f"{r['avg_tokens']:.1f}"]
+        if cfg.baseline:
+            if r["checkpoint"] == cfg.baseline or math.isnan(r["diff_vs_baseline"]):
+                cells.append("-")
+            else:
+                d, lo, hi = (100 * r[c] for c in DIFF_COLUMNS)
+                cells.append(f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}]")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def evaluate(
+    cfg: EvalConfig, force: bool = False, out_root: str | Path | None = None, reports: str | Path | None = None
+):
+    """Evaluate every checkpoint of `cfg` on its dataset and return the results table (a pandas DataFrame).
+
+    A checkpoint whose summary.json was written with the same settings (dataset, sampling, seed, the checkpoint
+    files' sizes and mtimes, ...) is not re-run unless force=True. out_root replaces checkpoints/<profile>/eval
+    and reports replaces reports/<profile> (tests use both).
+    """
+    tasks = load_tasks(cfg.dataset, cfg.split, limit=cfg.limit or None)
+    if not tasks:
+        raise ValueError(f"{cfg.dataset}/{cfg.split} has no tasks (limit={cfg.limit})")
+    root = Path(out_root) if out_root is not None else run_dir(cfg.profile, "eval")
+    summaries: dict[str, dict] = {}
+    for name in cfg.checkpoints:
+        out = root / name
+        want = settings_hash(settings_for(cfg, name, tasks))
+        old = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else None
+        if old is not None and old.get("settings_hash") == want and not force:
+            print(f"[eval] {name}: up to date ({out / 'summary.json'}), skipped; force=True re-runs it")
+            summaries[name] = old
+            continue
+        print(f"[eval] {name}: {cfg.checkpoints[name]} on {len(tasks)} {cfg.dataset}/{cfg.split} tasks")
+        summaries[name] = evaluate_checkpoint(cfg, name, tasks, out)
+        print(f"[eval] {name}: pass@1 {summaries[name]['pass@1']:.3f}")
+
+    # Paired differences are recomputed every time (cheap), so a changed baseline never leaves a stale one.
+    for name, s in summaries.items():
+        vs = None
+        if cfg.baseline and name != cfg.baseline:
+            vs = {
+                "baseline": cfg.baseline,
+                **compare(s, summaries[cfg.baseline], iters=cfg.bootstrap_iters, seed=cfg.seed),
+            }
+        if s.get("vs_baseline") != vs:
+            s["vs_baseline"] = vs
+            atomic_write_json(root / name / "summary.json", s)
+
+    df = results_table(cfg, summaries)
+    rdir = Path(reports) if reports is not None else report_dir(cfg.profile)
+    atomic_write_text(rdir / "results.csv", df.to_csv(index=False))
+    atomic_write_text(rdir / "results.md", results_markdown(cfg, df))
+    return df
+
+
+def evaluate_checkpoints(checkpoints: dict[str, str], force: bool = False, **config) -> object:
+    """`evaluate(EvalConfig(checkpoints=..., **config))`: a one-liner for notebooks and the command line."""
+    baseline = config.pop("baseline", next(iter(checkpoints)))
+    return evaluate(EvalConfig(checkpoints=dict(checkpoints), baseline=baseline, **config), force=force)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m codelib.evaluator PARAMS.yaml [key=value ...]`: run the eval stage and print the table."""
+    from codelib.params import main_config
+
+    cfg = main_config(EvalConfig, argv)
+    print(evaluate(cfg).to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()

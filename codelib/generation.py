@@ -1,0 +1,271 @@
+"""Generation: sample completions for a list of prompts, with HF generate (default) or vLLM (optional, GPU).
+
+One call serves evaluation and the RL trainers' rollouts:
+
+    completions = generate(model, tokenizer, prompts, n=4, temperature=0.8, seed=1234)
+    completions[i][j].text   # j-th sample for prompt i, cut at the first stop sequence / eos
+    completions[i][j].ids    # the token ids the model actually produced, up to and including the stop
+
+`ids` are exact (never re-tokenized from `text`), so a trainer can recompute log-probs on
+`encode_prompts(tokenizer, prompts)[i] + completions[i][j].ids` and get what the sampler saw. The same seed,
+prompts, n and batch size give the same completions; the caller's RNG state is left untouched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import StoppingCriteria, StoppingCriteriaList
+
+# A function body ends where a new top-level statement begins (HumanEval's stop sequences, as in Codex).
+STOP_SEQUENCES = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#")
+# Whole-function tasks (MBPP): the completion may define helpers and import modules, so a new `def` must not stop it
+# (bigcode-evaluation-harness drops "\ndef" for MBPP for the same reason).
+WHOLE_FUNCTION_STOPS = ("\nclass ", "\nif __name__", "\nprint(", "\nassert ", '\n"""', "\n```")
+VLLM_MISSING = (
+    "backend='vllm' needs the vllm package, which is not installed: pip install -r requirements-vllm.txt "
+    "(it needs a CUDA GPU); or use backend='hf'"
+)
+
+
+@dataclass
+class Completion:
+    """One sampled completion of one prompt."""
+
+    text: str  # decoded completion, cut before the stop sequence (or eos)
+    ids: list[int]  # generated token ids: the shortest prefix whose decoding reaches the stop point (eos included)
+    n_tokens: int  # len(ids)
+    finished: bool  # stopped by a stop sequence or eos; False when max_new_tokens ran out
+
+
+def stops_for(task) -> tuple[str, ...]:
+    """The stop sequences that suit a Task: a body continues a signature, a whole function may have helpers."""
+    if task.kind == "stdio":
+        return ()  # a whole program: only eos ends it
+    if task.entry_point and f"def {task.entry_point}" in task.prompt:
+        return STOP_SEQUENCES
+    return WHOLE_FUNCTION_STOPS
+
+
+def find_stop(text: str, stop: Sequence[str]) -> tuple[int, int] | None:
+    """(start, end) of the earliest stop sequence in `text`, or None.
+
+    Only matches after the completion's first non-blank character count: an MBPP completion that opens with
+    "\\ndef f(...)" or a body that opens with a blank line must not stop before it starts.
+    """
+    begin = len(text) - len(text.lstrip())
+    best = None
+    for s in stop:
+        i = text.find(s, begin)
+        if i >= 0 and (best is None or i < best[0]):
+            best = (i, i + len(s))
+    return best
+
+
+def _decode(tokenizer, ids: Sequence[int]) -> str:
+    return tokenizer.decode(list(ids), skip_special_tokens=True)
+
+
+def trim(tokenizer, ids: Sequence[int], stop: Sequence[str], eos_ids: Sequence[int] = ()) -> Completion:
+    """Cut generated ids at the first eos / stop sequence: the Completion both backends return."""
+    ids = [int(i) for i in ids]
+    eos = set(eos_ids)
+    cut = next((i for i, t in enumerate(ids) if t in eos), None)
+    # Everything after the first eos is padding (HF pads finished rows, often with the eos id itself).
+    body = ids if cut is None else ids[:cut]
+    text = _decode(tokenizer, body)
+    hit = find_stop(text, stop) if stop else None
+    if hit is not None:
+        start, end = hit
+        # The shortest prefix whose decoding covers the whole stop sequence: the tokens the model spent on stopping
+        # belong to the completion (a trainer credits or blames them), the rest was never meant to be there.
+        lo, hi = 1, len(body)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if len(_decode(tokenizer, body[:mid])) >= end:
+                hi = mid
+            else:
+                lo = mid + 1
+        return Completion(text=text[:start], ids=body[:lo], n_tokens=lo, finished=True)
+    if cut is not None:
+        kept = ids[: cut + 1]  # eos is part of what the model produced
+        return Completion(text=text, ids=kept, n_tokens=len(kept), finished=True)
+    return Completion(text=text, ids=ids, n_tokens=len(ids), finished=False)
+
+
+class StopOnSequences(StoppingCriteria):
+    """Per-row stopping: a row is done once its generated text holds a stop sequence (see `find_stop`)."""
+
+    def __init__(self, tokenizer, prompt_len: int, stop: Sequence[str]):
+        self.tokenizer, self.prompt_len, self.stop = tokenizer, prompt_len, tuple(stop)
+
+    def __call__(self, input_ids: torch.LongTensor, scores=None, **kwargs) -> torch.BoolTensor:
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        if not self.stop:
+            return done
+        # [batch, generated_so_far]; finished rows only grow padding, which decodes to nothing
+        texts = self.tokenizer.batch_decode(input_ids[:, self.prompt_len :].tolist(), skip_special_tokens=True)
+        for row, text in enumerate(texts):
+            done[row] = find_stop(text, self.stop) is not None
+        return done
+
+
+def encode_prompts(tokenizer, prompts: Sequence[str]) -> list[list[int]]:
+    """Prompt token ids exactly as `generate` feeds them (the tokenizer's special tokens, e.g. BOS, included)."""
+    return [list(ids) for ids in tokenizer(list(prompts))["input_ids"]]
+
+
+def _eos_ids(model, tokenizer) -> list[int]:
+    ids = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    ids = ids if ids is not None else tokenizer.eos_token_id
+    ids = [ids] if isinstance(ids, int) else list(ids or [])
+    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
+        ids.append(tokenizer.eos_token_id)
+    return ids
+
+
+@contextlib.contextmanager
+def _seeded(seed: int, device: torch.device):
+    """Seed torch's RNG for a block and restore the caller's state after it (training RNG stays untouched)."""
+    devices = [device.index or 0] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        yield
+
+
+def generate(
+    model,
+    tokenizer,
+    prompts: Sequence[str],
+    n: int = 1,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    max_new_tokens: int = 256,
+    batch_size: int = 32,
+    seed: int = 0,
+    stop: Sequence[str] = STOP_SEQUENCES,
+    progress: bool = True,
+    backend: str = "hf",
+) -> list[list[Completion]]:
+    """Sample `n` completions per prompt; returns one list of `n` Completions per prompt, in prompt order.
+
+    temperature == 0 is greedy decoding (all n samples are then the same one). stop: sequences that end a
+    completion (see `find_stop`; `stops_for(task)` picks them per task kind). batch_size counts rows, i.e.
+    (prompt, sample) pairs. backend "vllm" takes, as `model`, a `vllm.LLM` or a hub name / model dir / LoRA
+    adapter dir (tokenizer may then be None).
+    """
+    if n < 1:
+        raise ValueError(f"n must be at least 1, got {n}")
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
+    if backend not in ("hf", "vllm"):
+        raise ValueError(f"backend must be 'hf' or 'vllm', not {backend!r}")
+    if temperature == 0 and n > 1:
+        # Greedy decoding is deterministic: decode once, hand out copies.
+        kw = dict(max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed, stop=stop, progress=progress)
+        once = generate(model, tokenizer, prompts, n=1, temperature=0.0, backend=backend, **kw)
+        return [[dataclasses.replace(c, ids=list(c.ids)) for _ in range(n)] for (c,) in once]
+    if backend == "vllm":
+        return _generate_vllm(model, prompts, n, temperature, top_p, max_new_tokens, seed, stop)
+    return _generate_hf(
+        model, tokenizer, prompts, n, temperature, top_p, max_new_tokens, batch_size, seed, stop, progress
+    )
+
+
+def _generate_hf(model, tokenizer, prompts, n, temperature, top_p, max_new_tokens, batch_size, seed, stop, progress):
+    from tqdm.auto import tqdm
+
+    prompt_ids = encode_prompts(tokenizer, prompts)
+    eos = _eos_ids(model, tokenizer)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos[0] if eos else 0)
+    device = next(model.parameters()).device
+    # Rows are (prompt, sample) pairs, longest prompts first so each batch carries little padding.
+    rows = sorted(((i, j) for i in range(len(prompts)) for j in range(n)), key=lambda r: -len(prompt_ids[r[0]]))
+    out: list[list[Completion | None]] = [[None] * n for _ in prompts]
+    sampling = dict(do_sample=True, temperature=temperature, top_p=top_p) if temperature > 0 else dict(do_sample=False)
+    was_training = model.training
+    model.eval()  # no dropout while sampling (LoRA dropout would make rollouts differ from the policy)
+    bar = tqdm(total=len(rows), desc="generate", unit="sample", disable=not progress)
+    try:
+        with _seeded(seed, device), torch.inference_mode():
+            for b in range(0, len(rows), batch_size):
+                batch = rows[b : b + batch_size]
+                seqs = [prompt_ids[i] for i, _ in batch]
+                width = max(len(s) for s in seqs)
+                # Left padding: every row's last prompt token sits at the same column, where generation starts.
+                input_ids = torch.tensor([[pad] * (width - len(s)) + s for s in seqs], device=device)  # [B, width]
+                mask = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs], device=device)  # [B, width]
+                gen = model.generate(
+                    input_ids=input_ids,
+                    attention_mask=mask,
+                    max_new_tokens=max_new_tokens,
+                    stopping_criteria=StoppingCriteriaList([StopOnSequences(tokenizer, width, stop)]),
+                    pad_token_id=pad,
+                    eos_token_id=eos or None,
+                    use_cache=True,
+                    top_k=None,  # only top_p filtering, whatever the checkpoint's generation_config says
+                    **sampling,
+                )
+                new = gen[:, width:].tolist()  # [B, <= max_new_tokens]
+                for (i, j), ids in zip(batch, new, strict=True):
+                    out[i][j] = trim(tokenizer, ids, stop, eos)
+                bar.update(len(batch))
+    finally:
+        bar.close()
+        model.train(was_training)
+    return out  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# vLLM (optional; GPU only)
+
+
+def _vllm():
+    try:
+        import vllm
+    except ImportError as e:
+        raise ImportError(VLLM_MISSING) from e
+    return vllm
+
+
+def load_vllm(name_or_path: str, **llm_kwargs):
+    """(vllm.LLM, LoRARequest | None) for a hub name, a model dir or a LoRA adapter dir (its base model is loaded)."""
+    vllm = _vllm()
+    path = Path(name_or_path)
+    lora = None
+    if (path / "adapter_config.json").exists():
+        from vllm.lora.request import LoRARequest
+
+        cfg = json.loads((path / "adapter_config.json").read_text())
+        base, rank = cfg["base_model_name_or_path"], int(cfg.get("r", 16))
+        llm = vllm.LLM(model=base, enable_lora=True, max_lora_rank=max(rank, 8), **llm_kwargs)
+        lora = LoRARequest(path.name, 1, str(path.resolve()))
+    else:
+        llm = vllm.LLM(model=str(name_or_path), **llm_kwargs)
+    return llm, lora
+
+
+def _generate_vllm(model, prompts, n, temperature, top_p, max_new_tokens, seed, stop):
+    vllm = _vllm()
+    llm, lora = (model, None) if isinstance(model, vllm.LLM) else load_vllm(str(model))
+    tokenizer = llm.get_tokenizer()
+    params = vllm.SamplingParams(
+        n=n,
+        temperature=temperature,
+        top_p=top_p if temperature > 0 else 1.0,
+        max_tokens=max_new_tokens,
+        seed=seed,
+        # vLLM stops on the strings; our own `trim` then applies the same cut as the HF path, so both backends
+        # return the same kind of ids and text.
+        stop=list(stop) or None,
+        include_stop_str_in_output=True,
+    )
+    results = llm.generate(list(prompts), params, lora_request=lora)
+    eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+    return [[trim(tokenizer, o.token_ids, stop, eos) for o in r.outputs] for r in results]

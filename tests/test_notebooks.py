@@ -1,0 +1,77 @@
+"""Notebooks: committed without outputs, a `parameters` cell whose names are the Config's fields and every
+profile's YAML keys; and the whole smoke pipeline run headless with papermill."""
+
+import ast
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from codelib import pipeline
+from codelib.params import REPO_ROOT
+
+NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
+PROFILES = sorted(p.name for p in (REPO_ROOT / "params").iterdir() if p.is_dir() and p.name != "accelerate")
+
+
+def parameters_cell(nb: dict) -> str:
+    cells = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert len(cells) == 1, "exactly one cell tagged `parameters`"
+    return "".join(cells[0]["source"])
+
+
+def test_every_stage_has_a_notebook():
+    assert {p.stem for p in NOTEBOOKS} == set(pipeline.STAGES)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_is_stripped_and_parameters_mirror_config(path):
+    nb = json.loads(path.read_text())
+    for c in nb["cells"]:
+        if c["cell_type"] == "code":
+            assert not c.get("outputs") and not c.get("execution_count"), f"{path.name}: outputs committed"
+    source = parameters_cell(nb)
+    names = []
+    for node in ast.parse(source).body:
+        assert isinstance(node, ast.Assign) and isinstance(
+            node.value, ast.Constant | ast.List | ast.Dict | ast.UnaryOp
+        ), f"{path.name}: the parameters cell holds flat literals only"
+        names.append(node.targets[0].id)
+    lines = [ln for ln in source.splitlines() if ln.strip()]
+    assert all("  # " in ln for ln in lines), f"{path.name}: every parameter carries a comment"
+    fields = [f.name for f in dataclasses.fields(pipeline.config_class(path.stem))]
+    assert names == fields
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_profile_yaml_keys_are_config_fields(profile):
+    import yaml
+
+    for stage in pipeline.profile_stages(profile):
+        keys = set(yaml.safe_load((REPO_ROOT / "params" / profile / f"{stage}.yaml").read_text()))
+        fields = {f.name for f in dataclasses.fields(pipeline.config_class(stage))}
+        assert keys == fields, f"{profile}/{stage}: {sorted(keys ^ fields)}"
+
+
+@pytest.mark.slow
+def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch):
+    """Every notebook of the smoke profile runs headless; the table, figures and executed notebooks exist."""
+    monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "checkpoints"))
+    monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "reports"))
+    reports = tmp_path / "reports" / "smoke"
+    rows = pipeline.run("smoke", reports=reports, log=print)
+    assert [s for s, st, _ in rows if st == "ran"] == pipeline.profile_stages("smoke")
+    for stage in pipeline.profile_stages("smoke"):
+        nb = json.loads((reports / f"{stage}.ipynb").read_text())
+        errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
+        assert not errors, f"{stage}: {errors[:1]}"
+    import pandas as pd
+
+    df = pd.read_csv(reports / "results.csv")
+    assert {"checkpoint", "method", "pass@1", "ci_low", "ci_high", "passed", "tasks", "avg_tokens"} <= set(df.columns)
+    assert set(df["checkpoint"]) == {"base", "sft", "reinforce", "ppo", "grpo", "dpo"}
+    assert df["pass@1"].between(0, 1).all() and (df["ci_low"] <= df["pass@1"]).all()
+    for fig in ("training_curves", "pass_at_1", "length_accuracy", "pass_at_k", "task_heatmap"):
+        assert (reports / "figures" / f"{fig}.png").stat().st_size > 1000
+    assert Path(tmp_path / "checkpoints" / "smoke" / "dpo" / "merged" / "config.json").exists()

@@ -1,0 +1,120 @@
+"""The pipeline: strict params before anything runs, --only / --from, skip when up to date, a failing stage's message."""
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from codelib import pipeline
+from codelib.params import ParamsError
+
+TASKS_YAML = "profile: fake\ndataset: synthetic\nsplit: test\nshow: 0\ninteractive: false\n"
+PLOTS_YAML = "profile: fake\nstages: [sft]\ncheckpoints: []\nsmoothing: 1\nheatmap_tasks: 5\n"
+
+
+def make_root(tmp_path: Path, body_00: str = "", body_07: str = "") -> Path:
+    """A repo-shaped folder with two tiny notebooks (stages 00_tasks and 07_plots) that log that they ran."""
+    (tmp_path / "params" / "fake").mkdir(parents=True)
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "params" / "fake" / "00_tasks.yaml").write_text(TASKS_YAML)
+    (tmp_path / "params" / "fake" / "07_plots.yaml").write_text(PLOTS_YAML)
+    log = tmp_path / "ran.log"
+    for stage, body in (("00_tasks", body_00), ("07_plots", body_07)):
+        nb = nbformat.v4.new_notebook()
+        params = nbformat.v4.new_code_cell("profile = 'x'")
+        params.metadata["tags"] = ["parameters"]
+        run = nbformat.v4.new_code_cell(f"open({str(log)!r}, 'a').write({stage!r} + ' ' + profile + '\\n')")
+        nb.cells = [params, run] + ([nbformat.v4.new_code_cell(body)] if body else [])
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nbformat.write(nb, tmp_path / "notebooks" / f"{stage}.ipynb")
+    return tmp_path
+
+
+def ran(root: Path) -> list[str]:
+    log = root / "ran.log"
+    return log.read_text().split("\n")[:-1] if log.exists() else []
+
+
+def test_select_only_and_from():
+    stages = ["00_tasks", "01_sft", "02_reinforce", "06_eval", "07_plots"]
+    assert pipeline.select(stages, None, "02") == ["02_reinforce", "06_eval", "07_plots"]
+    assert pipeline.select(stages, ["01", "eval"], None) == ["01_sft", "06_eval"]
+    with pytest.raises(ValueError, match="unknown stage '09'"):
+        pipeline.select(stages, ["09"], None)
+
+
+def test_every_shipped_profile_has_valid_params():
+    for profile in ("tiny", "smoke", "deepseek-1.3b-humaneval", "deepseek-7b-instruct", "mbpp"):
+        stages = pipeline.profile_stages(profile)
+        assert stages, profile
+        pipeline.check_params(profile, stages)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ("stpes: 4\n", "unknown parameter 'stpes'"),
+        ("show: zero\n", "parameter 'show' should be int"),
+    ],
+)
+def test_bad_params_fail_before_anything_runs(tmp_path, edit, message):
+    root = make_root(tmp_path)
+    p = root / "params" / "fake" / "07_plots.yaml"
+    if edit.startswith("show"):
+        p = root / "params" / "fake" / "00_tasks.yaml"
+        p.write_text(TASKS_YAML.replace("show: 0\n", edit))
+    else:
+        p.write_text(PLOTS_YAML + edit)
+    with pytest.raises(ParamsError, match=rf"{p.name}.*{message}"):
+        pipeline.run("fake", root=root, log=lambda *_: None)
+    assert ran(root) == []  # not even the valid first stage ran
+
+
+def test_missing_key_and_missing_file(tmp_path):
+    root = make_root(tmp_path)
+    (root / "params" / "fake" / "07_plots.yaml").write_text(PLOTS_YAML.replace("smoothing: 1\n", ""))
+    with pytest.raises(ParamsError, match="07_plots.yaml.*missing parameter 'smoothing'"):
+        pipeline.run("fake", root=root, log=lambda *_: None)
+    with pytest.raises(FileNotFoundError, match="no params directory"):
+        pipeline.run("nope", root=root, log=lambda *_: None)
+
+
+@pytest.mark.slow
+def test_runs_skips_when_up_to_date_and_reruns_on_change(tmp_path):
+    root = make_root(tmp_path)
+    rows = pipeline.run("fake", root=root, log=lambda *_: None)
+    assert [(s, st) for s, st, _ in rows] == [("00_tasks", "ran"), ("07_plots", "ran")]
+    assert ran(root) == ["00_tasks fake", "07_plots fake"]  # the params were injected
+    assert (root / "reports" / "fake" / "00_tasks.ipynb").exists()
+    rows = pipeline.run("fake", root=root, log=lambda *_: None)
+    assert [st for _, st, _ in rows] == ["skipped", "skipped"]
+    # a params change reruns that stage and every stage after it
+    (root / "params" / "fake" / "00_tasks.yaml").write_text(TASKS_YAML.replace("show: 0", "show: 1"))
+    rows = pipeline.run("fake", root=root, log=lambda *_: None)
+    assert [st for _, st, _ in rows] == ["ran", "ran"]
+    # --only reruns just that stage with --force; --from starts later
+    rows = pipeline.run("fake", only=["07"], force=True, root=root, log=lambda *_: None)
+    assert [(s, st) for s, st, _ in rows] == [("07_plots", "ran")]
+    rows = pipeline.run("fake", start="07_plots", root=root, log=lambda *_: None)
+    assert [(s, st) for s, st, _ in rows] == [("07_plots", "skipped")]
+
+
+@pytest.mark.slow
+def test_failing_stage_names_notebook_cell_and_error(tmp_path):
+    root = make_root(tmp_path, body_00="raise ValueError('the reward is broken')")
+    with pytest.raises(pipeline.StageFailed) as e:
+        pipeline.run("fake", root=root, log=lambda *_: None)
+    msg = str(e.value)
+    assert "00_tasks" in msg and "cell" in msg and "ValueError: the reward is broken" in msg
+    kept = root / "reports" / "fake" / "00_tasks.ipynb"
+    assert kept.exists() and str(kept) in msg
+    assert ran(root) == ["00_tasks fake"]  # the next stage did not run
+    assert not (root / "reports" / "fake" / ".stamps" / "00_tasks.json").exists()
+    nb = json.loads(kept.read_text())
+    assert any(o.get("output_type") == "error" for c in nb["cells"] for o in c.get("outputs", []))
+
+
+def test_cli_reports_errors_without_traceback(capsys):
+    assert pipeline.main(["--profile", "nope"]) == 1
+    assert "no params directory" in capsys.readouterr().err

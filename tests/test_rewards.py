@@ -1,0 +1,217 @@
+"""Rewards: TRL's signature, extraction that keeps prompt + completion runnable, one sandbox map per batch."""
+
+from __future__ import annotations
+
+import doctest
+import pickle
+
+import pytest
+
+from codelib import rewards, sandbox
+from codelib.rewards import (
+    REWARDS,
+    compile_reward,
+    extract_completion,
+    format_reward,
+    length_penalty,
+    lint,
+    make_reward,
+    pass_reward,
+    quality_reward,
+    test_fraction_reward,
+    weighted,
+)
+from codelib.tasks import Task, load_tasks, program_for, tasks_to_rows
+
+PROMPT = 'def add(a, b):\n    """Add two numbers."""\n'
+ADD = Task(
+    "t/add",
+    PROMPT,
+    "assert add(1, 2) == 3\nassert add(0, 0) == 0\nassert add(-1, 1) == 0\n",
+    "add",
+    "    return a + b\n",
+)
+
+
+def columns(tasks: list[Task]) -> dict:
+    """Dataset columns as TRL passes them: one list per field (the prompt column arrives as `prompts`)."""
+    rows = tasks_to_rows(tasks)
+    cols = {k: [r[k] for r in rows] for k in rows[0]}
+    cols["prompts"] = cols.pop("prompt")
+    return cols
+
+
+def runs(task: Task, completion) -> bool:
+    """prompt + extracted completion passes the task's tests."""
+    return sandbox.run(program_for(task, extract_completion(completion, task))).passed
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# extraction
+
+
+@pytest.mark.parametrize(
+    "completion",
+    [
+        "    return a + b\n",  # a base model's continuation
+        "    return a + b\n\n\nprint(add(1, 2))\nif __name__ == '__main__':\n    assert add(1, 2) == 4\n",
+        "```python\ndef add(a, b):\n    return a + b\n```\nThis adds the numbers.",  # chat: full def in a fence
+        "Here you go:\n```\nreturn a + b\n```",  # an unindented body in a fence
+        "```python\n    def add(a, b):\n        return a + b\n\n    print(add(2, 2))\n```",  # indented full def
+        PROMPT + "    return a + b\n",  # the prompt repeated
+        "```python\nimport math\n\ndef helper(x):\n    return x\n\ndef add(a, b):\n    return helper(a) + b\n```",
+        [{"role": "assistant", "content": "```py\ndef add(a, b):\n    return a + b\n```"}],  # TRL conversational
+        "  return a + b\n",  # a two-space body
+    ],
+    ids=[
+        "body",
+        "body+junk",
+        "fenced-def",
+        "fenced-body",
+        "indented-def",
+        "repeat",
+        "helpers",
+        "conversational",
+        "indent-2",
+    ],
+)
+def test_extracted_completions_run_after_the_prompt(completion):
+    assert runs(ADD, completion)
+
+
+def test_extraction_of_a_full_def_after_a_bodyless_prompt():
+    # "def add(a, b):\n" alone cannot be redefined (no body): the body is taken from the model's def
+    out = extract_completion("```python\ndef add(a, b):\n    return a + b\n```", "def add(a, b):\n")
+    assert out == "    return a + b\n"
+
+
+def test_extraction_for_mbpp_and_stdio():
+    mbpp = load_tasks("mbpp", "test", limit=1)[0]
+    fenced = f"Solution:\n```python\n{mbpp.canonical_solution}\nprint('debug')\n```"
+    assert runs(mbpp, fenced)
+    stdio = Task("s/0", "Sum two numbers.", '[{"input": "1 2\\n", "output": "3\\n"}]', "", "print(sum(map(int, input().split())))", "stdio")  # fmt: skip
+    code = extract_completion("```python\nprint(sum(map(int, input().split())))\n```", stdio)
+    assert code == "print(sum(map(int, input().split())))\n"
+    assert pass_reward([code], **columns([stdio])) == [1.0]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# sandbox rewards
+
+
+def test_pass_and_test_fraction_rewards_share_one_sandbox_map(monkeypatch):
+    calls = []
+    real = sandbox.check
+
+    def counting(tasks, completions, **kw):
+        calls.append(len(tasks))
+        return real(tasks, completions, **kw)
+
+    monkeypatch.setattr(sandbox, "check", counting)
+    rewards._VERDICTS.clear()
+    completions = ["    return a + b\n", "    return a * b\n", "    return a - b + 2 * b\n", "    retur\n"]
+    cols = columns([ADD] * 4)
+    assert pass_reward(completions, **cols) == [1.0, 0.0, 1.0, 0.0]
+    assert test_fraction_reward(completions, **cols) == [1.0, pytest.approx(1 / 3), 1.0, 0.0]
+    assert calls == [4]  # one map for the batch; the second reward reads the cache
+
+
+def test_rows_without_tests_get_none():
+    cols = columns([ADD, ADD])
+    cols["tests"][1] = ""
+    assert pass_reward(["    return a + b\n"] * 2, **cols) == [1.0, None]
+
+
+def test_stdio_and_plus_rewards():
+    cc = load_tasks("codecontests", "all", limit=1)[0]
+    assert pass_reward([cc.canonical_solution, "print(0)"], **columns([cc, cc])) == [1.0, 0.0]
+    he = load_tasks("humaneval_plus", "all", limit=1)[0]
+    plus = REWARDS["pass"](plus=True)
+    assert plus.__name__ == "pass_plus_reward"
+    assert plus([he.canonical_solution], **columns([he])) == [1.0]
+
+
+def test_rewards_accept_trl_extras():
+    cols = columns([ADD])
+    extras = dict(completion_ids=[[1, 2, 3]], trainer_state=object())
+    assert pass_reward(["    return a + b\n"], **cols, **extras) == [1.0]
+    assert length_penalty(alpha=1.0)(["whatever text"], **cols, **extras) == [-0.03]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# rewards that run nothing
+
+
+def test_length_penalty_counts_tokens():
+    assert length_penalty(alpha=0.5)(["return a + b"]) == [pytest.approx(-0.5 * 4 / 100)]
+
+    class Tokenizer:  # the tokenizer's count wins over the regex
+        def __call__(self, text, add_special_tokens=False):
+            return {"input_ids": list(range(10))}
+
+    assert length_penalty(alpha=1.0, tokenizer=Tokenizer())(["x"]) == [-0.1]
+    assert length_penalty(0.01)([[{"role": "assistant", "content": "a b c"}]]) == [pytest.approx(-0.0003)]
+
+
+def test_compile_format_and_quality():
+    cols = columns([ADD] * 4)
+    completions = [
+        "    return a + b\n",
+        "```python\ndef add(a, b):\n    return a + b\n```",
+        "```python\nx = 1\n```\n```python\ny = 2\n```",
+        "    return a +\n",
+    ]
+    assert compile_reward(completions, **cols) == [1.0, 1.0, 1.0, 0.0]
+    assert format_reward(completions, **cols) == [1.0, 1.0, 0.0, 0.0]
+    bodies = ["    return a + b\n", "    import os\n    unused = 1\n    return a + b\n", "    return (\n"]
+    quality = quality_reward(bodies, **columns([ADD] * 3))
+    assert quality == [1.0, pytest.approx(0.6), 0.0]
+
+
+def test_lint_findings():
+    code = (
+        "import os\n"
+        "def f(x, acc=[]):\n"
+        "    list = []\n"
+        "    y = 2\n"
+        "    try:\n"
+        "        pass\n"
+        "    except:\n"
+        "        pass\n"
+        "    if x == None:\n"
+        "        return undefined_thing\n"
+        "    return x\n"
+    )
+    found = " | ".join(lint(code))
+    for what in ("unused import os", "mutable default", "shadows builtin list", "unused variable y", "bare except",
+                 "comparison to None", "undefined name undefined_thing"):  # fmt: skip
+        assert what in found, what
+    assert lint("def f(x):\n    return x\n") == []
+    assert lint(code, first_line=20) == []  # only the completion's own lines count
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# weighted sum, factories, pickling
+
+
+def test_weighted_sums_components_and_skips_none():
+    fn = weighted(**{"pass": 1.0, "length": {"weight": 1.0, "alpha": 1.0}, "compile_reward": 0.5})
+    assert fn.__name__ == "weighted"
+    assert fn(["    return a + b\n"], **columns([ADD])) == [pytest.approx(1.0 - 0.04 + 0.5)]
+    none = weighted(mine=(2.0, lambda completions, **_: [None] * len(completions)))
+    assert none(["x"]) == [None]
+    with pytest.raises(ValueError, match="unknown reward"):
+        weighted(passs=1.0)
+
+
+def test_factories_return_picklable_named_callables():
+    made = [make_reward(name) for name in ("pass", "test_fraction", "compile", "format", "quality")]
+    made += [REWARDS["length"](alpha=0.02), REWARDS["pass"](plus=True), weighted(compile=1.0, quality=0.5)]
+    for fn in made:
+        copy = pickle.loads(pickle.dumps(fn))
+        assert isinstance(copy.__name__, str) and copy.__name__
+        assert copy(["    return a + b\n"], **columns([ADD])) == fn(["    return a + b\n"], **columns([ADD]))
+
+
+def test_docstring_examples():
+    assert doctest.testmod(rewards).failed == 0

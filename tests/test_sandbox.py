@@ -1,0 +1,523 @@
+"""Sandbox: honest verdicts, enforced limits, and nothing escapes or survives a program.
+
+Each adversarial test asserts the verdict and that nothing leaked: no process of the program is left, the
+workers have no children, the run directories are gone, no file appeared outside, no secret was visible.
+Guards the OS does not offer here (see `Sandbox.isolation`) are skipped, not faked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import threading
+import time
+import uuid
+import warnings
+
+import pytest
+
+from codelib import sandbox
+from codelib.sandbox import Job, Sandbox
+from codelib.tasks import Task, load_tasks
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def box():
+    with Sandbox(workers=2, timeout_s=2, memory_mb=512) as b:
+        yield b
+
+
+def missing(box) -> dict:
+    return box.isolation.get("missing", {})
+
+
+def program_uids(box) -> set:
+    return {w.caps["uid"] for w in box._pool if w.caps.get("uid") is not None}
+
+
+def processes_of(uids: set) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if os.stat(f"/proc/{name}").st_uid in uids:
+                    found.append(int(name))
+            except OSError:
+                pass
+    return found
+
+
+def assert_clean(box) -> None:
+    """Nothing a program started is alive, the workers have no children, and the run directories are gone."""
+    if program_uids(box):
+        assert processes_of(program_uids(box)) == []
+    for w in box._pool:
+        pid = w.proc.pid
+        assert open(f"/proc/{pid}/task/{pid}/children").read().split() == []
+        root = w.caps["root"]
+        view = root if "filesystem" in w.caps.get("missing", {}) else f"/proc/{pid}/root{root}"
+        try:
+            assert sorted(os.listdir(view)) == ["private"]
+        except PermissionError:
+            pass  # another user's mount namespace: not inspectable from here
+
+
+def function_job(completion: str, tests: str, prompt: str = "def f(x):\n", timeout_s: float | None = None) -> Job:
+    task = Task("t/0", prompt, tests, "f", "    return x\n")
+    return sandbox.task_job(task, completion, timeout_s=timeout_s)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# verdicts
+
+
+def test_statuses_distinguish_passed_failed_error(box):
+    v = box.map(["assert 1 + 1 == 2", "assert 1 == 2", "def f(:\n    pass", "undefined_name()", "print('hi')"])
+    assert [x.status for x in v] == ["passed", "failed", "error", "error", "passed"]
+    assert v[0].passed and not any(x.passed for x in v[1:4])
+    assert "SyntaxError" in v[2].detail and "NameError" in v[3].detail
+    assert v[4].stdout == "hi\n"
+    assert_clean(box)
+
+
+def test_order_is_kept_across_workers(box):
+    jobs = [f"import time\ntime.sleep({(i * 7 % 5) / 200})\nprint({i})" for i in range(24)]
+    assert [v.stdout for v in box.map(jobs)] == [f"{i}\n" for i in range(24)]
+
+
+def test_run_uses_a_shared_pool():
+    v = sandbox.run("print(6 * 7)")
+    assert v.passed and v.stdout == "42\n"
+    assert sandbox.shared_pool() is sandbox.shared_pool()
+
+
+def test_configure_restarts_the_shared_pool_only_on_change():
+    sandbox.configure(timeout_s=4.0)
+    pool = sandbox.shared_pool()
+    sandbox.configure(timeout_s=4.0)  # trainers call this every step: it must not respawn the workers
+    assert sandbox.shared_pool() is pool
+    sandbox.configure(timeout_s=sandbox.DEFAULT_TIMEOUT_S)
+    assert sandbox.shared_pool() is not pool and pool._closed
+
+
+def test_stdin_is_a_regular_file(box):
+    # competitive-programming fast IO reads st_size bytes: a pipe would give nothing
+    v = box.map([Job("import os\nprint(os.read(0, os.fstat(0).st_size).decode().split()[1])", stdin="3 4\n")])[0]
+    assert v.passed and v.stdout == "4\n"
+
+
+def test_counts_asserts_one_by_one(box):
+    check = "def check(candidate):\n    assert candidate(1) == 1\n    assert candidate(2) == 3\n    assert candidate(3) == 3\n"
+    mbpp = "assert f(1) == 1\nassert f(2) == 3\nassert f(3) == 3\nassert f('x') == 'x'\n"
+    raising = "assert f(1) == 1\nassert f(None) + 1 == 2\n"
+    v = box.map(
+        [
+            function_job("    return x\n", check),
+            function_job("    return x\n", mbpp),
+            function_job("    return x\n", raising),
+        ]
+    )
+    assert (v[0].status, v[0].tests_passed, v[0].tests_total) == ("failed", 2, 3)
+    assert "candidate(2) == 3" in v[0].detail
+    assert (v[1].status, v[1].tests_passed, v[1].tests_total) == ("failed", 3, 4)
+    assert (v[2].status, v[2].tests_passed, v[2].tests_total) == ("failed", 1, 2) and "TypeError" in v[2].detail
+
+
+def test_a_timeout_keeps_the_asserts_that_passed(box):
+    tests = "assert f(1) == 1\nassert f(2) == 2\nassert f(-1) == -1\n"
+    v = box.map([function_job("    while x < 0:\n        pass\n    return x\n", tests, timeout_s=1)])[0]
+    assert (v.status, v.tests_passed, v.tests_total) == ("timeout", 2, 3)
+    assert_clean(box)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# limits
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        "while True:\n    pass",
+        "import time\ntime.sleep(60)",
+        # tampering with signals does not help: the wall-time limit is enforced from outside with SIGKILL
+        "import signal\nfor s in (signal.SIGALRM, signal.SIGTERM, signal.SIGXCPU, signal.SIGINT):\n"
+        "    signal.signal(s, signal.SIG_IGN)\nsignal.alarm(0)\nwhile True:\n    pass",
+    ],
+    ids=["busy-loop", "sleep", "ignores-signals"],
+)
+def test_runaway_programs_time_out(box, program):
+    v = box.map([Job(program, timeout_s=1)])[0]
+    assert v.status == "timeout" and not v.passed
+    assert_clean(box)
+
+
+def test_deep_recursion_is_an_error(box):
+    v = box.map(["def f(n):\n    return f(n + 1)\nf(0)"])[0]
+    assert v.status == "error" and "RecursionError" in v.detail
+    assert_clean(box)
+
+
+@pytest.mark.parametrize("program", ["x = bytearray(10**11)", "a = []\nwhile True:\n    a.append(bytearray(10**7))"])
+def test_memory_bombs_hit_the_memory_limit(box, program):
+    v = box.map([Job(program, memory_mb=256)])[0]
+    assert v.status == "error" and "MemoryError" in v.detail
+    assert_clean(box)
+
+
+def test_fork_bomb_is_contained_and_killed(box):
+    if "uid" in missing(box):
+        pytest.skip("no uid of its own here: RLIMIT_NPROC would count the caller's processes")
+    uids, peak, done = program_uids(box), [0], threading.Event()
+
+    def watch():
+        while not done.is_set():
+            peak[0] = max(peak[0], len(processes_of(uids)))
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
+    try:
+        v = box.map([Job(bomb, timeout_s=1.5)])[0]
+    finally:
+        done.set()
+        watcher.join()
+    assert v.status in ("timeout", "error") and not v.passed  # killed at the wall limit (or its CPU limit)
+    assert peak[0] <= 64  # RLIMIT_NPROC of the program's uid (max_procs); a loaded machine may sample few
+    assert_clean(box)
+
+
+def test_huge_output_is_capped(box):
+    v = box.map(["while True:\n    print('x' * 1000)", "print('y' * 10**7)"])
+    for x in v:
+        assert x.status == "error" and "output limit" in x.detail
+        assert len(x.stdout) <= sandbox.VERDICT_STDOUT_CHARS
+    assert_clean(box)
+
+
+def test_file_size_and_open_file_limits(box):
+    big = "open('big', 'wb').write(b'x' * (100 << 20))"
+    many = "fs = [open('f%d' % i, 'w') for i in range(1000)]"
+    v = box.map([big, many])
+    assert v[0].status == "error" and "File too large" in v[0].detail
+    assert v[1].status == "error" and "Too many open files" in v[1].detail
+    assert_clean(box)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# escapes
+
+
+def test_cannot_write_outside_its_directory(box):
+    if "filesystem" in missing(box) or "uid" in missing(box):
+        pytest.skip(f"no file-system isolation here: {missing(box)}")
+    name = f"codelib-escape-{uuid.uuid4().hex}"
+    targets = [f"/tmp/{name}", f"/var/tmp/{name}", f"/dev/shm/{name}", os.path.join(REPO, name), f"/root/{name}"]
+    program = (
+        "import os\n"
+        f"for path in {targets!r}:\n"
+        "    try:\n"
+        "        open(path, 'w').write('x')\n"
+        "        print('wrote', path)\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "open('inside.txt', 'w').write('fine')\n"
+        "os.mkdir('locked')\n"
+        "os.chmod('locked', 0)\n"
+        "print(sorted(os.listdir('.')), os.getcwd() == os.environ['HOME'] == os.environ['TMPDIR'])\n"
+    )
+    v = box.map([program])[0]
+    assert v.passed and v.stdout == "['inside.txt', 'locked'] True\n"
+    assert not any(os.path.exists(t) for t in targets)
+    assert_clean(box)  # its own directory, with a chmod-0 subdirectory, is gone too
+
+
+def test_cannot_read_secrets_or_reference_solutions():
+    secret = f"codelib-secret-{uuid.uuid4().hex}"
+    os.environ["CODELIB_TEST_SECRET"] = secret
+    try:
+        with Sandbox(workers=1) as box:  # started after the secret was set: it must not inherit it
+            program = (
+                "import os\n"
+                "print(dict(os.environ))\n"
+                f"for pid in (os.getppid(), 1, {os.getpid()}):\n"
+                "    try:\n"
+                "        print(open(f'/proc/{pid}/environ').read())\n"
+                "    except OSError:\n"
+                "        pass\n"
+                f"print(os.path.exists({os.path.join(REPO, 'codelib', 'data', 'humaneval', 'HumanEval.jsonl.gz')!r}))\n"
+            )
+            v = box.map([program])[0]
+            assert v.passed and secret not in v.stdout
+            if "filesystem" not in missing(box):
+                assert v.stdout.rstrip().endswith("False")  # the bundled data (canonical solutions) is hidden
+            assert_clean(box)
+    finally:
+        del os.environ["CODELIB_TEST_SECRET"]
+
+
+def test_no_network(box):
+    if "network" in missing(box):
+        pytest.skip(missing(box)["network"])
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.setblocking(False)
+    port = server.getsockname()[1]
+    program = (
+        "import socket\n"
+        f"for address in (('8.8.8.8', 53), ('127.0.0.1', {port})):\n"
+        "    s = socket.socket()\n"
+        "    s.settimeout(5)\n"
+        "    try:\n"
+        "        s.connect(address)\n"
+        "        print('connected', address)\n"
+        "    except OSError as e:\n"
+        "        print(e.errno)\n"
+        "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+        "try:\n"
+        "    u.sendto(b'x', ('8.8.8.8', 53))\n"
+        "    print('sent')\n"
+        "except OSError as e:\n"
+        "    print(e.errno)\n"
+    )
+    try:
+        v = box.map([program])[0]
+        with pytest.raises(BlockingIOError):
+            server.accept()  # nothing reached the test's own listening socket
+    finally:
+        server.close()
+    import errno
+
+    assert v.passed and v.stdout.split() == [str(errno.ENETUNREACH)] * 3
+    assert_clean(box)
+
+
+def test_cannot_kill_its_worker(box):
+    if "uid" in missing(box):
+        pytest.skip("the program runs as the caller's user here and could signal it")
+    before = box.worker_pids()
+    program = (
+        "import os, signal\n"
+        "for target in (os.getppid(), -os.getpgid(os.getppid())):\n"
+        "    try:\n"
+        "        os.kill(target, signal.SIGKILL)\n"
+        "    except OSError as e:\n"
+        "        print(e.errno)\n"
+        "os.kill(-1, signal.SIGKILL)  # every process it may signal: only its own\n"
+        "print('alive')\n"
+    )
+    v = box.map([program])[0]
+    assert v.passed and v.stdout.split() == ["1", "1", "alive"]  # EPERM twice
+    assert box.worker_pids() == before and box.map(["pass"])[0].passed
+    assert_clean(box)
+
+
+def test_lingering_threads_and_children_are_killed(box):
+    program = (
+        "import os, subprocess, threading, time\n"
+        "threading.Thread(target=time.sleep, args=(100,)).start()\n"
+        "subprocess.Popen(['sleep', '100'])\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(100)\n"
+        "    os._exit(0)\n"
+        "assert True\n"
+    )
+    v = box.map([program])[0]
+    assert v.passed  # the tests ran to their end; what it left behind is killed, not waited for
+    assert_clean(box)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# honest verdicts: early exits and tampering are never passes
+
+
+@pytest.mark.parametrize(
+    "completion",
+    [
+        "    import sys\n    sys.exit(0)\n",
+        "    raise SystemExit\n",
+        "    import os\n    os._exit(0)\n",
+        "    exit()\n",
+        "    import os, signal\n    os.kill(os.getpid(), signal.SIGKILL)\n",
+        "    import os\n    os.closerange(3, 4096)\n    return x\n",
+        "    import os\n    os.write(1000, b'+++{\"done\": true}\\n')\n    os._exit(0)\n",
+        "    import sys, os\n    sys.stdout.close()\n    os.close(1)\n    os.close(2)\n    sys.exit(0)\n",
+        "    import signal\n    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n    raise SystemExit(0)\n",
+    ],
+    ids=[
+        "sys.exit",
+        "SystemExit",
+        "os._exit",
+        "exit()",
+        "SIGKILL-self",
+        "close-fds",
+        "forge",
+        "close-output",
+        "signals",
+    ],
+)
+def test_early_exits_and_tampering_are_not_passes(box, completion):
+    # inside the tests (the candidate is called by them) and before them (at import time of the solution)
+    inside = function_job(completion, "assert f(1) == 1\n")
+    before = function_job(
+        "    return x\n" + completion.replace("    ", "", 1).replace("\n    ", "\n"), "assert f(1) == 1\n"
+    )
+    for v in box.map([inside, before]):
+        assert not v.passed and v.status in ("error", "failed")
+    assert_clean(box)
+
+
+def test_silencing_the_harness_does_not_pass(box):
+    # the solution runs before the tests and shares their globals: it could swap the harness's helpers
+    tamper = "def f(x):\n    return 0\n__codelib_fail__ = lambda *a: None\n__codelib_ok__ = lambda: None\n"
+    v = box.map([function_job(tamper.replace("def f(x):\n", "", 1), "assert f(1) == 1\nassert f(2) == 2\n")])[0]
+    assert not v.passed and v.status == "failed"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# a pool that survives its workers
+
+
+def _busy_worker(box) -> int:
+    for pid in box.worker_pids():
+        if open(f"/proc/{pid}/task/{pid}/children").read().split():
+            return pid
+    return 0
+
+
+def test_a_dead_worker_loses_no_other_job():
+    with Sandbox(workers=2, timeout_s=5) as b:
+        killed = []
+
+        def kill_the_slow_one():
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and not killed:
+                time.sleep(0.05)
+                pid = _busy_worker(b)
+                if pid and time.monotonic() > deadline - 9.5:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+
+        killer = threading.Thread(target=kill_the_slow_one)
+        killer.start()
+        verdicts = b.map(["import time\ntime.sleep(4)"] + [f"print({i})" for i in range(20)])
+        killer.join()
+        assert killed and killed[0] not in b.worker_pids()
+        assert verdicts[0].status == "error" and "worker died" in verdicts[0].detail
+        assert [v.stdout for v in verdicts[1:]] == [f"{i}\n" for i in range(20)]
+        assert b.map(["pass"] * 4) and all(v.passed for v in b.map(["pass"] * 4))
+        assert_clean(b)
+
+
+def test_a_stuck_worker_is_replaced_and_the_batch_finishes():
+    with Sandbox(workers=1, timeout_s=0.5, grace_s=1.0) as b:
+        stuck = b.worker_pids()[0]
+        threading.Timer(0.3, os.kill, (stuck, signal.SIGSTOP)).start()
+        v = b.map(["import time\ntime.sleep(30)", "print('after')"])
+        assert v[0].status == "timeout" and "stopped answering" in v[0].detail
+        assert v[1].passed and v[1].stdout == "after\n"
+        assert b.worker_pids() != [stuck]
+        assert_clean(b)
+
+
+def test_sixteen_idle_workers_use_under_a_gigabyte():
+    with Sandbox(workers=16) as b:
+        rss = 0
+        for pid in b.worker_pids():
+            rss += int(open(f"/proc/{pid}/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        assert rss < 1 << 30, f"{rss >> 20} MiB resident"
+
+
+def test_fallback_without_root_still_judges_and_cleans_up():
+    # what a non-root CI gets: a user namespace (where allowed) instead of a uid of its own
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the once-per-process "weaker isolation" warning
+        b = Sandbox(workers=1, timeout_s=1, unprivileged=True)
+    with b:
+        assert "uid" in b.isolation["missing"]
+        leave = "import os, subprocess, time\nsubprocess.Popen(['sleep', '100'])\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(100)\n"  # fmt: skip
+        caps = "print(open('/proc/self/status').read().split('CapEff:')[1].split()[0])"
+        v = b.map(["assert 1 == 1", "import sys\nsys.exit(0)", "while True:\n    pass", leave + "assert True", caps])
+        assert [x.status for x in v] == ["passed", "error", "timeout", "passed", "passed"]
+        assert int(v[4].stdout, 16) == 0  # no capability left, even where the worker is root of its namespace
+        assert_clean(b)
+
+
+def test_isolation_is_reported(box):
+    assert set(box.isolation) >= {"uid", "pid", "root", "missing"}
+    if os.geteuid() == 0:
+        assert box.isolation["uid"] is not None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# real tasks: canonical solutions pass, wrong ones fail
+
+
+def test_function_tasks():
+    he = load_tasks("humaneval", "all", limit=2)
+    mbpp = load_tasks("mbpp", "test", limit=1)
+    tasks = he + mbpp + he
+    completions = [t.canonical_solution for t in he + mbpp] + ["    return None\n", "    return 0\n"]
+    v = sandbox.check(tasks, completions, workers=2)
+    assert [x.passed for x in v] == [True, True, True, False, False]
+    assert v[0].tests_total > 1 and v[0].tests_passed == v[0].tests_total
+    assert v[3].status == "failed" and v[3].tests_passed < v[3].tests_total
+
+
+def test_stdio_tasks():
+    task = load_tasks("codecontests", "all", limit=1)[0]
+    cases = json.loads(task.tests)
+    wrong = "print(0)"
+    crash = "raise ValueError('boom')"
+    v = sandbox.check([task, task, task], [task.canonical_solution, wrong, crash], workers=2, timeout_s=10)
+    assert v[0].passed and v[0].tests_passed == v[0].tests_total == len(cases)
+    assert v[1].status == "failed" and "case 1/" in v[1].detail and v[1].tests_passed == 0
+    assert v[2].status == "error" and "ValueError" in v[2].detail
+
+
+def test_plus_inputs_judge_against_the_canonical_solution():
+    task = load_tasks("humaneval_plus", "all", limit=1)[0]  # has_close_elements
+    # right on the base tests (lists of at most 6 numbers), wrong on longer plus inputs
+    sneaky = (
+        "    if len(numbers) > 6:\n        return False\n"
+        "    return any(abs(a - b) < threshold for i, a in enumerate(numbers) for b in numbers[i + 1 :])\n"
+    )
+    with Sandbox(workers=2) as b:
+        jobs = [sandbox.task_job(task, c, plus=p) for c in (task.canonical_solution, sneaky) for p in (False, True)]
+        v = b.map(jobs)
+    assert [x.passed for x in v] == [True, True, True, False]
+    assert v[3].status == "failed" and "plus input" in v[3].detail
+    assert v[1].tests_total > v[0].tests_total + 100 and v[1].tests_passed == v[1].tests_total
+
+
+def test_plus_inputs_with_tuple_arguments():
+    tasks = [t for t in load_tasks("mbpp_plus", "all") if t.task_id in ("Mbpp/106", "Mbpp/124")]
+    v = sandbox.check(tasks, [t.canonical_solution for t in tasks], workers=2, plus=True)
+    assert len(v) == 2 and all(x.passed for x in v), v
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# pure helpers
+
+
+def test_stdout_comparison():
+    same = sandbox._same_stdout
+    assert same("1 2\n3  \n\n", "1 2\n3")[0]
+    assert same("0.3333333", "0.333333333")[0]  # float tolerance 1e-6
+    assert not same("1000001", "1000000")[0]  # integers are exact
+    assert not same("1 2", "1 2\n3")[0]  # every expected line must be there
+    assert not same("yes", "YES")[0]
+
+
+def test_values_cross_the_process_boundary_as_data():
+    values = [(1, [2, (3,)]), {1, 2}, {(1, 2): "a"}, 1 + 2j, 10**40, float("inf"), b"ab", None, True, [1.5, "s"]]
+    for value in values:
+        assert sandbox._decode(json.loads(json.dumps(sandbox._encode(value)))) == value
+    assert sandbox._decode(json.loads(json.dumps(sandbox._encode(object()))))[0] == "<object>"
