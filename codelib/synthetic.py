@@ -291,12 +291,18 @@ def _counts(n: int, rng: random.Random) -> list[int]:
     return counts
 
 
-def generate_specs(seed: int = 0, n_train: int = 5000, n_test: int = 300) -> tuple[list[Spec], list[Spec]]:
-    """`generate`, with the operation, constant, wording and argument names of each task."""
+def generate_specs(seed: int = 0, n_train: int = 5000, n_test: int = 300, n_rl: int = 0):
+    """`generate`, with the operation, constant, wording and argument names of each task.
+
+    n_rl > 0 adds a third list: fresh tasks under the *training* rules, drawn after train and test (so those two
+    are unchanged), for RL stages that should see prompts the supervised stage never saw.
+    """
     rng = random.Random(seed)
     _, held = _held_out(rng)
     splits = []
-    for split, n in (("train", n_train), ("test", n_test)):
+    for split, n in (("train", n_train), ("test", n_test), ("rl", n_rl)):
+        if split == "rl" and not n:
+            break
         drawn = []
         seen_prompts: set[str] = set()
         for op, count in zip(OPS, _counts(n, rng), strict=True):
@@ -310,7 +316,7 @@ def generate_specs(seed: int = 0, n_train: int = 5000, n_test: int = 300) -> tup
                 drawn.append(spec)
         rng.shuffle(drawn)
         splits.append([_renumber(s, f"synthetic/{split}/{i}") for i, s in enumerate(drawn)])
-    return splits[0], splits[1]
+    return (splits[0], splits[1]) if not n_rl else (splits[0], splits[1], splits[2])
 
 
 def _renumber(spec: Spec, task_id: str) -> Spec:
@@ -335,3 +341,8 @@ def generate(seed: int = 0, n_train: int = 5000, n_test: int = 300) -> tuple[lis
     """
     train, test = generate_specs(seed, n_train, n_test)
     return [s.task for s in train], [s.task for s in test]
+
+
+def generate_rl(seed: int = 0, n: int = 5000, n_train: int = 5000, n_test: int = 300) -> list[Task]:
+    """Fresh training-rule tasks for RL (the `rl` split): same held-out rules as `generate`, other draws."""
+    return [s.task for s in generate_specs(seed, n_train, n_test, n_rl=n)[2]]

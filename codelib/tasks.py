@@ -19,7 +19,7 @@ from pathlib import Path
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 NAMES = ("humaneval", "mbpp", "humaneval_plus", "mbpp_plus", "codecontests", "synthetic")
-SPLITS = ("train", "test", "validation", "fewshot", "all")
+SPLITS = ("train", "test", "validation", "fewshot", "rl", "all")
 
 
 @dataclass(frozen=True)
@@ -282,11 +282,13 @@ def _codecontests(split: str, source: str) -> list[Task]:
 def _synthetic(split: str, source: str) -> list[Task]:
     from codelib import synthetic
 
+    if split == "rl":  # prompts for RL that the supervised stage never saw (training rules, fresh draws)
+        return synthetic.generate_rl()
     train, test = synthetic.generate()
     if split == "all":
         return train + test
     if split not in ("train", "test"):
-        raise ValueError(f"synthetic has splits train, test, all; not {split!r}")
+        raise ValueError(f"synthetic has splits train, test, rl, all; not {split!r}")
     return train if split == "train" else test
 
 

@@ -158,3 +158,15 @@ def test_sandbox_agrees_on_one_task_per_operation(suite):
     assert [v.status for v in verdicts] == ["passed"] * len(firsts)
     wrong = sandbox.check(firsts, ["    return 0\n"] * len(firsts))
     assert not any(v.passed for v in wrong)
+
+
+def test_rl_split_follows_training_rules_and_leaves_train_test_unchanged():
+    from codelib import synthetic
+
+    train, test = synthetic.generate()
+    train2, test2, rl = synthetic.generate_specs(n_rl=500)
+    assert [s.task for s in train2] == train and [s.task for s in test2] == test
+    test_prompts = {t.prompt for t in test}
+    assert not any(s.task.prompt in test_prompts for s in rl)
+    held = {(s.op, s.constant) for s in test2 if s.constant is not None}
+    assert not any((s.op, s.constant) in held for s in rl if s.constant is not None)

@@ -354,3 +354,43 @@ class MetricsLog:
     def close(self) -> None:
         if self.tb is not None:
             self.tb.close()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# several processes (accelerate launch): each rank rolls out and scores its shard, gradients are averaged
+
+
+def accelerator():
+    """An Accelerator for our own loops: one process as is, or DDP under `accelerate launch`."""
+    from accelerate import Accelerator
+
+    return Accelerator(cpu=not torch.cuda.is_available())
+
+
+def shard(items: list, acc) -> list:
+    """This rank's share of a batch (every rank gets the same count when the batch divides evenly)."""
+    return items[acc.process_index :: acc.num_processes]
+
+
+def gather(acc, t: torch.Tensor) -> torch.Tensor:
+    """Concatenate a per-rank tensor over ranks (the identity in one process)."""
+    if acc.num_processes == 1:
+        return t
+    return acc.gather(t.to(acc.device).contiguous()).cpu()
+
+
+def write_rank_checksums(model, run: Path) -> None:
+    """Every rank's sum of its trainable weights into run/ranks.json: identical sums = synchronised training."""
+    import torch.distributed as dist
+
+    total = sum(float(p.detach().double().sum()) for p in model.parameters() if p.requires_grad)
+    if dist.is_available() and dist.is_initialized():
+        sums = [None] * dist.get_world_size()
+        dist.all_gather_object(sums, total)
+        main = dist.get_rank() == 0
+    else:
+        sums, main = [total], True
+    if main:
+        from codelib.params import atomic_write_json
+
+        atomic_write_json(run / "ranks.json", {"processes": len(sums), "trainable_sums": sums})

@@ -239,7 +239,9 @@ def train(cfg: Config) -> Path:
     else:
         (out / "metrics.jsonl").unlink(missing_ok=True)
     trainer.train(resume_from_checkpoint=last)
-    save_adapter(trainer.model, tokenizer, out)
+    common.write_rank_checksums(trainer.model, out)
+    if trainer.accelerator.is_main_process:
+        save_adapter(trainer.accelerator.unwrap_model(trainer.model), tokenizer, out)
     return out
 
 

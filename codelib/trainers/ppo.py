@@ -78,9 +78,13 @@ class Config:
         return run_dir(self.profile, self.stage)
 
 
-def normalized_advantages(rewards: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    """(r - mean) / (std + eps) over the batch. [N] -> [N]. All-equal rewards give zeros (no signal)."""
-    return (rewards - rewards.mean()) / (rewards.std(unbiased=False) + eps)
+def normalized_advantages(rewards: torch.Tensor, eps: float = 1e-6, batch: torch.Tensor | None = None) -> torch.Tensor:
+    """(r - mean) / (std + eps) over the batch. [N] -> [N]. All-equal rewards give zeros (no signal).
+
+    batch: the whole batch's rewards when this process holds only its shard (several ranks); default `rewards`.
+    """
+    batch = rewards if batch is None else batch
+    return (rewards - batch.mean()) / (batch.std(unbiased=False) + eps)
 
 
 def value_advantages(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, eps: float = 1e-6):
@@ -125,9 +129,11 @@ def train(cfg: Config) -> Path:
     from codelib.tasks import load_tasks
 
     common.seed_everything(cfg.seed, cfg.threads)
+    acc = common.accelerator()
     out = cfg.run_dir
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out / "config.json", {"stage": "ppo", **config_to_dict(cfg)})
+    if acc.is_main_process:
+        atomic_write_json(out / "config.json", {"stage": "ppo", **config_to_dict(cfg)})
     tasks = load_tasks(cfg.dataset, cfg.split)[: cfg.limit or None]
     model, tokenizer = common.load_rl_policy(
         cfg.init,
@@ -138,7 +144,7 @@ def train(cfg: Config) -> Path:
         cfg.load_in_4bit,
         cfg.modules_to_save,
     )
-    device = next(model.parameters()).device
+    device = acc.device
     modules = {}
     if cfg.critic == "value_head":
         hidden = model.config.hidden_size
@@ -149,17 +155,25 @@ def train(cfg: Config) -> Path:
     params = [p for p in model.parameters() if p.requires_grad] + [p for m in modules.values() for p in m.parameters()]
     optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=0.0)
     start, _ = common.load_checkpoint(out, model, optimizer, modules)
-    common.truncate_metrics(out / "metrics.jsonl", start)
-    log = common.MetricsLog(out, cfg.report_to)
+    acc.wait_for_everyone()
+    if acc.is_main_process:
+        common.truncate_metrics(out / "metrics.jsonl", start)
+    log = common.MetricsLog(out, cfg.report_to) if acc.is_main_process else None
     if start:
         print(f"resuming from step {start}")
+    if modules:  # the value head trains with the policy: one DDP module each, one optimizer
+        model, modules["value_head"], optimizer = acc.prepare(model, modules["value_head"], optimizer)
+    else:
+        model, optimizer = acc.prepare(model, optimizer)
+    policy = acc.unwrap_model(model)
     use_values = cfg.critic == "value_head"
     for step in range(start + 1, cfg.steps + 1):
         t0 = time.time()
         # rollout: sample, judge, and record logp_old under the rollout policy
-        batch_tasks = common.batch_tasks(tasks, cfg.batch_size, step, cfg.seed)
-        ro = common.rollout(model, tokenizer, batch_tasks, cfg.samples_per_task, cfg.temperature, cfg.top_p,
-                            cfg.max_new_tokens, cfg.seed + step, cfg.workers, cfg.timeout_s)  # fmt: skip
+        batch_tasks = common.shard(common.batch_tasks(tasks, cfg.batch_size, step, cfg.seed), acc)
+        ro = common.rollout(policy, tokenizer, batch_tasks, cfg.samples_per_task, cfg.temperature, cfg.top_p,
+                            cfg.max_new_tokens, cfg.seed + step + 7919 * acc.process_index, cfg.workers,
+                            cfg.timeout_s)  # fmt: skip
         if cfg.rewards == {"pass": 1.0}:
             rewards = ro.passed - cfg.alpha * ro.lengths / 100.0  # [N]
             terms = {"rewards/pass_reward/mean": float(ro.passed.mean()),
@@ -176,13 +190,15 @@ def train(cfg: Config) -> Path:
                 values_old = modules["value_head"](ex["hidden"].float()).squeeze(-1)  # [N, T-1]
             else:
                 logp_old = common.token_logprobs(model, batch)  # [N, T-1]
-            ref_logp = common.reference_logprobs(model, batch)
+            ref_logp = common.reference_logprobs(policy, batch)
         kl = common.kl_to_start(logp_old, ref_logp, mask)
         # advantages: batch-normalised rewards, or r - V_t from the value head
         if use_values:
             advantages = value_advantages(rewards, values_old, mask, cfg.adv_eps)  # [N, T-1]
         else:
-            advantages = normalized_advantages(rewards, cfg.adv_eps)  # [N]
+            # normalised with the whole batch's statistics, gathered over ranks
+            all_rewards = common.gather(acc, rewards.cpu()).to(device)
+            advantages = normalized_advantages(rewards, cfg.adv_eps, all_rewards)  # [N]
         # several epochs of the clipped objective over the same rollouts
         model.train()
         n = len(ro.completion_ids)
@@ -209,13 +225,18 @@ def train(cfg: Config) -> Path:
                     stats["entropy"].append(float(entropy))
                 common.check_finite(total, step)
                 optimizer.zero_grad(set_to_none=True)
-                total.backward()
-                torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+                acc.backward(total)
+                acc.clip_grad_norm_(params, cfg.max_grad_norm)
                 optimizer.step()
                 stats["loss"].append(float(total))
                 stats["clip_frac"].append(clip_frac)
                 stats["approx_kl"].append(approx_kl)
+        all_rewards = common.gather(acc, rewards.cpu())
+        passed, lengths = common.gather(acc, ro.passed), common.gather(acc, ro.lengths)
+        kl = float(common.gather(acc, torch.tensor([kl])).mean())
         dt = time.time() - t0
+        if not acc.is_main_process:
+            continue
 
         def mean(xs):
             return sum(xs) / len(xs) if xs else 0.0
@@ -224,10 +245,10 @@ def train(cfg: Config) -> Path:
             {
                 "step": step,
                 "loss": mean(stats["loss"]),
-                "reward_mean": float(rewards.mean()),
-                "reward_std": float(rewards.std()) if n > 1 else 0.0,
-                "pass_rate": float(ro.passed.mean()),
-                "completion_len": float(ro.lengths.mean()),
+                "reward_mean": float(all_rewards.mean()),
+                "reward_std": float(all_rewards.std()) if len(all_rewards) > 1 else 0.0,
+                "pass_rate": float(passed.mean()),
+                "completion_len": float(lengths.mean()),
                 "kl": kl,
                 "clip_frac": mean(stats["clip_frac"]),
                 "approx_kl": mean(stats["approx_kl"]),
@@ -240,11 +261,16 @@ def train(cfg: Config) -> Path:
             }
         )
         if step % cfg.save_every == 0 or step == cfg.steps:
-            common.save_checkpoint(out, model, optimizer, step, {}, modules)
-    log.close()
-    common.save_final(out, model, tokenizer)
-    if use_values:
-        torch.save(modules["value_head"].state_dict(), out / "value_head.pt")
+            common.save_checkpoint(
+                out, policy, optimizer, step, {}, {k: acc.unwrap_model(m) for k, m in modules.items()}
+            )
+    acc.wait_for_everyone()
+    common.write_rank_checksums(policy, out)
+    if acc.is_main_process:
+        log.close()
+        common.save_final(out, policy, tokenizer)
+        if use_values:
+            torch.save(acc.unwrap_model(modules["value_head"]).state_dict(), out / "value_head.pt")
     return out
 
 

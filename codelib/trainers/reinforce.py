@@ -98,9 +98,11 @@ def train(cfg: Config) -> Path:
     from codelib.tasks import load_tasks
 
     common.seed_everything(cfg.seed, cfg.threads)
+    acc = common.accelerator()
     out = cfg.run_dir
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out / "config.json", {"stage": "reinforce", **config_to_dict(cfg)})
+    if acc.is_main_process:
+        atomic_write_json(out / "config.json", {"stage": "reinforce", **config_to_dict(cfg)})
     tasks = load_tasks(cfg.dataset, cfg.split)[: cfg.limit or None]
     model, tokenizer = common.load_rl_policy(
         cfg.init,
@@ -115,17 +117,22 @@ def train(cfg: Config) -> Path:
     optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=0.0)
     start, extra = common.load_checkpoint(out, model, optimizer)
     baseline = extra.get("baseline")
-    common.truncate_metrics(out / "metrics.jsonl", start)
-    log = common.MetricsLog(out, cfg.report_to)
+    acc.wait_for_everyone()
+    if acc.is_main_process:
+        common.truncate_metrics(out / "metrics.jsonl", start)
+    log = common.MetricsLog(out, cfg.report_to) if acc.is_main_process else None
     if start:
         print(f"resuming from step {start}")
-    device = next(model.parameters()).device
+    model, optimizer = acc.prepare(model, optimizer)  # DDP under accelerate launch: gradients are averaged
+    policy = acc.unwrap_model(model)
+    device = acc.device
     for step in range(start + 1, cfg.steps + 1):
         t0 = time.time()
-        # rollout: one sample per task, judged in the sandbox
-        batch_tasks = common.batch_tasks(tasks, cfg.batch_size, step, cfg.seed)
-        ro = common.rollout(model, tokenizer, batch_tasks, cfg.samples_per_task, cfg.temperature, cfg.top_p,
-                            cfg.max_new_tokens, cfg.seed + step, cfg.workers, cfg.timeout_s)  # fmt: skip
+        # rollout: one sample per task, judged in the sandbox (each rank its shard of the batch)
+        batch_tasks = common.shard(common.batch_tasks(tasks, cfg.batch_size, step, cfg.seed), acc)
+        ro = common.rollout(policy, tokenizer, batch_tasks, cfg.samples_per_task, cfg.temperature, cfg.top_p,
+                            cfg.max_new_tokens, cfg.seed + step + 7919 * acc.process_index, cfg.workers,
+                            cfg.timeout_s)  # fmt: skip
         # reward and advantage
         if cfg.rewards == {"pass": 1.0}:
             rewards = rewards_of(ro.passed, ro.lengths, cfg.alpha)  # [N]
@@ -133,6 +140,7 @@ def train(cfg: Config) -> Path:
                      "rewards/length_penalty/mean": float((-cfg.alpha * ro.lengths / 100).mean())}  # fmt: skip
         else:  # the multi-criteria sum of the second seed
             rewards, terms = common.reward_terms(ro, cfg.rewards, cfg.alpha)  # [N]
+        all_rewards = common.gather(acc, rewards)  # [N * ranks]: the baseline and the logs see the whole batch
         advantages = advantages_of(rewards, baseline if cfg.baseline == "moving_average" else None)  # [N]
         # loss: -A * sum of completion-token log-probs
         batch = common.make_batch(ro.prompt_ids, ro.completion_ids, tokenizer.pad_token_id, device)
@@ -142,21 +150,25 @@ def train(cfg: Config) -> Path:
         loss = reinforce_loss(seq_logp, advantages.to(device))
         common.check_finite(loss, step)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+        acc.backward(loss)
+        grad_norm = acc.clip_grad_norm_(params, cfg.max_grad_norm)
         optimizer.step()
         if cfg.baseline == "moving_average":
-            baseline = update_baseline(baseline, rewards, cfg.baseline_decay)
-        kl = common.kl_to_start(logp.detach(), common.reference_logprobs(model, batch), batch.completion_mask)
+            baseline = update_baseline(baseline, all_rewards, cfg.baseline_decay)
+        kl = common.kl_to_start(logp.detach(), common.reference_logprobs(policy, batch), batch.completion_mask)
+        passed, lengths = common.gather(acc, ro.passed), common.gather(acc, ro.lengths)
+        kl = float(common.gather(acc, torch.tensor([kl])).mean())
         dt = time.time() - t0
+        if not acc.is_main_process:
+            continue
         log.log(
             {
                 "step": step,
                 "loss": float(loss),
-                "reward_mean": float(rewards.mean()),
-                "reward_std": float(rewards.std()) if len(rewards) > 1 else 0.0,
-                "pass_rate": float(ro.passed.mean()),
-                "completion_len": float(ro.lengths.mean()),
+                "reward_mean": float(all_rewards.mean()),
+                "reward_std": float(all_rewards.std()) if len(all_rewards) > 1 else 0.0,
+                "pass_rate": float(passed.mean()),
+                "completion_len": float(lengths.mean()),
                 "kl": kl,
                 "grad_norm": float(grad_norm),
                 "baseline": baseline if baseline is not None else 0.0,
@@ -167,9 +179,12 @@ def train(cfg: Config) -> Path:
             }
         )
         if step % cfg.save_every == 0 or step == cfg.steps:
-            common.save_checkpoint(out, model, optimizer, step, {"baseline": baseline})
-    log.close()
-    common.save_final(out, model, tokenizer)
+            common.save_checkpoint(out, policy, optimizer, step, {"baseline": baseline})
+    acc.wait_for_everyone()
+    common.write_rank_checksums(policy, out)
+    if acc.is_main_process:
+        log.close()
+        common.save_final(out, policy, tokenizer)
     return out
 
 
