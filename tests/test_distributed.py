@@ -45,3 +45,16 @@ def test_grpo_two_processes_identical_weights(tiny_sft, tmp_path):
     assert ranks["processes"] == 2
     a, b = ranks["trainable_sums"]
     assert a == b
+
+
+@pytest.mark.slow
+def test_notebook_launcher_streams_the_log_and_returns_the_run(tiny_sft):
+    from codelib import launch
+
+    cfg = reinforce.Config(profile="test", stage="reinforce_launch", init=str(tiny_sft), steps=1, batch_size=4,
+                           max_new_tokens=16, save_every=10, report_to="none", limit=16, threads=1)  # fmt: skip
+    lines = []
+    run = launch.train("codelib.trainers.reinforce", cfg, processes=2, config="cpu_2proc", echo=lines.append)
+    assert run == cfg.run_dir and (run / "adapter_config.json").exists()
+    assert lines[0].startswith("$ ") and "--num_processes 2" in lines[0]
+    assert json.loads((run / "ranks.json").read_text())["processes"] == 2

@@ -106,7 +106,7 @@ register(
     "codelib.trainers.sft.Config",
     "01_sft.yaml",
     [
-        "from codelib import reports\nfrom codelib.trainers import sft\n\nrun = sft.train(cfg)\nrun",
+        'from codelib import launch, reports\n\n# processes > 1 starts `accelerate launch` with a live log instead of training in this kernel\nrun = launch.train("codelib.trainers.sft", cfg, processes=cfg.processes)\nrun',
         "fig = reports.plot_run(run, keys=['loss', 'learning_rate', 'grad_norm', 'mean_token_accuracy'])",
     ],
 )
@@ -118,7 +118,7 @@ register(
     "codelib.trainers.reinforce.Config",
     "02_reinforce.yaml",
     [
-        "from codelib import reports\nfrom codelib.trainers import reinforce\n\nrun = reinforce.train(cfg)\nrun",
+        'from codelib import launch, reports\n\n# processes > 1 starts `accelerate launch` with a live log instead of training in this kernel\nrun = launch.train("codelib.trainers.reinforce", cfg, processes=cfg.processes)\nrun',
         "fig = reports.plot_run(run)",
     ],
 )
@@ -131,7 +131,7 @@ register(
     "codelib.trainers.ppo.Config",
     "03_ppo.yaml",
     [
-        "from codelib import reports\nfrom codelib.trainers import ppo\n\nrun = ppo.train(cfg)\nrun",
+        'from codelib import launch, reports\n\n# processes > 1 starts `accelerate launch` with a live log instead of training in this kernel\nrun = launch.train("codelib.trainers.ppo", cfg, processes=cfg.processes)\nrun',
         "fig = reports.plot_run(run)",
     ],
 )
@@ -145,7 +145,7 @@ register(
     "codelib.trainers.grpo.Config",
     "04_grpo.yaml",
     [
-        "from codelib import reports\nfrom codelib.trainers import grpo\n\nrun = grpo.train(cfg)\nrun",
+        'from codelib import launch, reports\n\n# processes > 1 starts `accelerate launch` with a live log instead of training in this kernel\nrun = launch.train("codelib.trainers.grpo", cfg, processes=cfg.processes)\nrun',
         "fig = reports.plot_run(run, keys=['reward_mean', 'pass_rate', 'completion_len', 'kl', 'zero_std_frac', 'loss'])",
     ],
 )
@@ -163,7 +163,7 @@ register(
         "import pandas as pd\nfrom codelib import reports\nfrom codelib.trainers import common, dpo\n\nmanifest = dpo.prepare(cfg)\npd.DataFrame([manifest['counts']])",
         "## Candidate diversity and coverage",
         "pd.DataFrame([{**manifest['diversity'], 'tasks_with_no_pass': manifest['tasks_with_no_pass'], 'tasks_with_no_fail': manifest['tasks_with_no_fail']}])",
-        "run = dpo.train(cfg)\nfig = reports.plot_run(run, keys=['loss', 'rewards/margins', 'rewards/accuracies', 'rewards/chosen', 'rewards/rejected'])",
+        "from codelib import launch\n\nrun = launch.train(\"codelib.trainers.dpo\", cfg, processes=cfg.processes)\nfig = reports.plot_run(run, keys=['loss', 'rewards/margins', 'rewards/accuracies', 'rewards/chosen', 'rewards/rejected'])",
         "## Merge the adapter into a full model (for vLLM or sharing)",
         "merged = common.merge_adapter(run)\nmerged",
     ],

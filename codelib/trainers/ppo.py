@@ -60,6 +60,7 @@ class Config:
     timeout_s: float = 5.0  # per program
     threads: int = 0  # torch CPU threads; 0 = torch's default
     report_to: str = "tensorboard"  # "none" | "tensorboard" | "wandb"
+    processes: int = 1  # >1: the notebook starts `accelerate launch` with this many processes (live log)
 
     def __post_init__(self):
         if self.critic not in ("none", "value_head"):

@@ -48,6 +48,7 @@ class Config:
     save_steps: int = 100  # a resumable checkpoint every N steps
     seed: int = 0
     report_to: str = "tensorboard"  # "none" | "tensorboard" | "wandb"
+    processes: int = 1  # >1: the notebook starts `accelerate launch` with this many processes (live log)
     threads: int = 0  # torch CPU threads; 0 = leave torch's default
 
     def __post_init__(self):
