@@ -243,22 +243,25 @@ _CACHE_SIZE = 8192
 def verdicts(completions, plus: bool = False, **columns) -> list[sandbox.Verdict | None]:
     """Sandbox verdicts for a batch (one `Sandbox.map` for the rows not in the cache)."""
     tasks = _tasks(len(completions), columns)
-    keys, todo = [], {}
+    keys, todo, found = [], {}, {}
     for task, completion in zip(tasks, completions, strict=True):
         if task is None:
             keys.append(None)
             continue
         key = (task, extract_completion(completion, task), plus)
         keys.append(key)
-        if key not in _VERDICTS and key not in todo:
+        if key in _VERDICTS:
+            found[key] = _VERDICTS[key]  # held here: evictions below must not lose this batch's hits
+            _VERDICTS.move_to_end(key)
+        elif key not in todo:
             todo[key] = task
     if todo:
         results = sandbox.check(list(todo.values()), [k[1] for k in todo], plus=plus)
         for key, verdict in zip(todo, results, strict=True):
-            _VERDICTS[key] = verdict
+            _VERDICTS[key] = found[key] = verdict
         while len(_VERDICTS) > _CACHE_SIZE:
             _VERDICTS.popitem(last=False)
-    return [_VERDICTS[k] if k is not None else None for k in keys]
+    return [found[k] if k is not None else None for k in keys]
 
 
 # ---------------------------------------------------------------------------------------------------------------

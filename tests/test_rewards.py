@@ -215,3 +215,15 @@ def test_factories_return_picklable_named_callables():
 
 def test_docstring_examples():
     assert doctest.testmod(rewards).failed == 0
+
+
+def test_verdict_cache_eviction_never_loses_a_batch_hit(monkeypatch):
+    """A batch mixing cached and new rows, with the cache full, still gets a verdict for every row."""
+    from codelib import rewards as R
+
+    monkeypatch.setattr(R, "_CACHE_SIZE", 2)
+    cols = {"prompt": ["def f(x):\n"] * 3, "tests": ["assert f(1) == 2"] * 3, "entry_point": ["f"] * 3}
+    first = R.verdicts(["    return x + 1\n", "    return 2\n", "    return x * 2\n"], **cols)
+    assert [v.passed for v in first] == [True, True, True]
+    again = R.verdicts(["    return 2\n", "    return 0\n", "    return 1\n"], **cols)  # a hit, then 2 misses
+    assert [v.passed for v in again] == [True, False, False]
