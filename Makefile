@@ -37,6 +37,7 @@ format: $(STAMP)
 
 bench: $(STAMP)  ## benchmarks: each prints a ratio against a baseline measured in the same run
 	$(PY) -m bench.sandbox
+	$(PY) -m bench.rl
 
 lab: $(STAMP)  ## open the notebooks in JupyterLab
 	$(VENV)/bin/jupyter lab notebooks/

@@ -31,11 +31,13 @@ class Config:
     top_p: float = 1.0
     max_new_tokens: int = 64
     gen_seed: int = 7  # candidate sampling seed
+    gen_batch_size: int = 64  # (prompt, sample) rows per generate call
     min_chosen: float = 0.8  # pair rule: chosen passes with test fraction >= this
     min_gap: float = 0.4  # pair rule: chosen - rejected test fraction >= this
     max_pairs_per_task: int = 4  # K
     beta: float = 0.1  # DPO temperature
-    loss_type: str = "sigmoid"  # TRL DPO loss: sigmoid | ipo | hinge | ...
+    loss_type: list[str] = field(default_factory=lambda: ["sigmoid"])  # TRL DPO losses, e.g. [sigmoid, sft] (RPO)
+    loss_weights: list[float] = field(default_factory=list)  # one weight per loss; [] = all 1
     learning_rate: float = 1e-3
     steps: int = 100  # optimizer steps
     batch_size: int = 16  # pairs per step
@@ -57,6 +59,8 @@ class Config:
     def __post_init__(self):
         if self.n_candidates < 2:
             raise ValueError(f"pairs need at least 2 candidates per task; you gave n_candidates={self.n_candidates}")
+        if self.loss_weights and len(self.loss_weights) != len(self.loss_type):
+            raise ValueError(f"loss_weights needs one weight per loss in loss_type {self.loss_type}")
         if not 0 <= self.min_gap <= 1 or not 0 <= self.min_chosen <= 1:
             raise ValueError("min_chosen and min_gap are test fractions in [0, 1]")
 
@@ -77,7 +81,7 @@ def prepare(cfg: Config) -> dict:
     init = str(resolve(cfg.init)) if cfg.init != "tiny" and resolve(cfg.init).exists() else cfg.init
     model, tokenizer = load_policy(init)
     generate_candidates(model, tokenizer, tasks, out / "candidates.jsonl", cfg.n_candidates, cfg.temperature,
-                        cfg.top_p, cfg.max_new_tokens, cfg.gen_seed, source=cfg.init)  # fmt: skip
+                        cfg.top_p, cfg.max_new_tokens, cfg.gen_seed, batch_size=cfg.gen_batch_size, source=cfg.init)  # fmt: skip
     del model
     annotate(out / "candidates.jsonl", tasks, out / "candidates_annotated.jsonl", workers=cfg.workers,
              timeout_s=cfg.timeout_s)  # fmt: skip
@@ -121,7 +125,8 @@ def train(cfg: Config) -> Path:
         learning_rate=cfg.learning_rate,
         lr_scheduler_type="constant",
         beta=cfg.beta,
-        loss_type=[cfg.loss_type],
+        loss_type=list(cfg.loss_type),
+        loss_weights=list(cfg.loss_weights) or None,
         max_length=cfg.max_length,
         logging_steps=1,
         save_steps=cfg.save_every,
