@@ -24,9 +24,18 @@ class ParamsError(ValueError):
 
 
 def resolve(path: str | os.PathLike) -> Path:
-    """A path as written in a params file: absolute, or relative to the repo root (not the cwd)."""
+    """A path as written in a params file: absolute, or relative to the repo root (not the cwd).
+
+    `checkpoints/...` and `reports/...` follow $CODELIB_CHECKPOINTS / $CODELIB_REPORTS when those are set.
+    """
     p = Path(path).expanduser()
-    return p if p.is_absolute() else REPO_ROOT / p
+    if p.is_absolute():
+        return p
+    if p.parts and p.parts[0] == "checkpoints":
+        return checkpoints_root().joinpath(*p.parts[1:])
+    if p.parts and p.parts[0] == "reports":
+        return reports_root().joinpath(*p.parts[1:])
+    return REPO_ROOT / p
 
 
 def checkpoints_root() -> Path:

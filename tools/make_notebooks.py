@@ -39,7 +39,8 @@ def parameters_cell(cls, yaml_path: Path) -> str:
             v = f.default
         else:
             v = f.default_factory()
-        c = comments.get(f.name, f.name.replace("_", " "))
+        # papermill's parameter parser gives up on a line with a second "=": keep them out of the comments
+        c = comments.get(f.name, f.name.replace("_", " ")).replace(" = ", ": ").replace("=", ":")
         lines.append(f"{f.name} = {v!r}  # {c}")
     return "\n".join(lines)
 
