@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from codelib.params import REPO_ROOT, ParamsError, atomic_write_json, build_config, load_yaml
+from codelib.params import REPO_ROOT, ParamsError, atomic_write_json, build_config, checkpoints_root, load_yaml
 
 # stage -> Config class its params mirror (the order is the run order)
 STAGES = {
@@ -125,7 +125,8 @@ def run(
     stages = select(profile_stages(profile, root), only, start)
     params = check_params(profile, stages, root)
     reports = reports or root / "reports" / profile
-    stamps = reports / ".stamps"
+    # stamps live beside the checkpoints: wiping checkpoints/ (or a fresh clone with committed reports) reruns all
+    stamps = (checkpoints_root() if root == REPO_ROOT else root / "checkpoints") / profile / ".stamps"
     os.environ["CODELIB_HEADLESS"] = "1"  # widgets print instead of rendering (read by codelib.explore)
     all_stages = profile_stages(profile, root)
     results = []

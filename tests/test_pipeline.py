@@ -110,7 +110,7 @@ def test_failing_stage_names_notebook_cell_and_error(tmp_path):
     kept = root / "reports" / "fake" / "00_tasks.ipynb"
     assert kept.exists() and str(kept) in msg
     assert ran(root) == ["00_tasks fake"]  # the next stage did not run
-    assert not (root / "reports" / "fake" / ".stamps" / "00_tasks.json").exists()
+    assert not (root / "checkpoints" / "fake" / ".stamps" / "00_tasks.json").exists()
     nb = json.loads(kept.read_text())
     assert any(o.get("output_type") == "error" for c in nb["cells"] for o in c.get("outputs", []))
 
