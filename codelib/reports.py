@@ -87,19 +87,22 @@ def plot_training_curves(profile: str, stages: list[str], window: int = 5):
     panels = CURVES + [(t, t) for t in terms]
     cols = 3
     fig, axes = plt.subplots(math.ceil(len(panels) / cols), cols, figsize=(13, 3.2 * math.ceil(len(panels) / cols)))
+    colors = {stage: f"C{i}" for i, stage in enumerate(stages)}  # one colour per stage in every panel
     for ax, (key, title) in zip(axes.flat, panels, strict=False):
         for stage, rows in metrics.items():
-            pts = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
+            pts = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float))]
             if pts:
-                ax.plot([p[0] for p in pts], smooth([p[1] for p in pts], window), label=stage)
+                ax.plot([p[0] for p in pts], smooth([p[1] for p in pts], window), label=stage, color=colors[stage])
         ax.set_title(title)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
-    handles, labels = next(((a.get_legend_handles_labels()) for a in axes.flat if a.get_lines()), ([], []))
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=colors[s], label=s) for s in metrics]
     if handles:
-        fig.legend(handles, labels, loc="upper right")
+        fig.legend(handles=handles, loc="upper right", ncol=len(handles))
     fig.suptitle(f"training curves ({profile}; moving average over {window} steps)")
     fig.tight_layout()
     return fig
