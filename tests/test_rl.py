@@ -246,3 +246,16 @@ def test_multi_criteria_reward_terms_by_hand():
     # canonical: 1 + 0.5*1 - 0.1*10/100; broken: 0 + 0.5*0 - 0.1*30/100
     assert torch.allclose(total, torch.tensor([1.5 - 0.01, -0.03]))
     assert means["rewards/pass_reward/mean"] == 0.5 and means["rewards/compile_reward/mean"] == 0.5
+
+
+@pytest.mark.slow
+def test_changed_settings_start_over_instead_of_resuming(tiny_sft):
+    kw = {**_rl_kwargs("reinforce_restart"), "steps": 2}
+    run = reinforce.train(reinforce.Config(init=str(tiny_sft), **kw))
+    # fewer steps than the checkpoint holds: a resume would keep the longer run's weights; start over instead
+    reinforce.train(reinforce.Config(init=str(tiny_sft), **{**kw, "steps": 1}))
+    assert [r["step"] for r in read_jsonl(run / "metrics.jsonl")] == [1]
+    assert (run / "checkpoint.previous").exists()
+    # another learning rate: also a fresh run
+    reinforce.train(reinforce.Config(init=str(tiny_sft), **{**kw, "learning_rate": 5e-3}))
+    assert [r["step"] for r in read_jsonl(run / "metrics.jsonl")] == [1, 2]

@@ -57,14 +57,18 @@ def starting_model_dir(init: str) -> str:
     """A full model to put the RL adapter on: an adapter dir is merged first; a model dir or hub id as is."""
     path = resolve(init) if init != "tiny" else None
     if path is not None and (path / "adapter_config.json").is_file():
-        return str(merge_adapter(path))
+        from accelerate import PartialState
+
+        # several processes: the main one merges (or finds the cached merge), the others then read it
+        with PartialState().main_process_first():
+            return str(merge_adapter(path))
     if path is not None and path.exists():
         return str(path)
     return init  # "tiny" or a hub id
 
 
 def load_rl_policy(init: str, lora_r: int, lora_alpha: int, lora_dropout: float, target_modules, load_in_4bit=False,
-                   modules_to_save=()):  # fmt: skip
+                   modules_to_save=(), seed: int = 0):  # fmt: skip
     """(peft model with a fresh trainable LoRA adapter on the merged start policy, tokenizer)."""
     from peft import LoraConfig, get_peft_model
 
@@ -79,6 +83,9 @@ def load_rl_policy(init: str, lora_r: int, lora_alpha: int, lora_dropout: float,
         modules_to_save=list(modules_to_save) or None,
         task_type="CAUSAL_LM",
     )
+    # LoRA's A matrices are drawn from torch's RNG: seed here, so a first run (which also merges the start
+    # adapter, drawing from the RNG) and a later one start from the same adapter
+    torch.manual_seed(seed)
     model = get_peft_model(base, lora)
     return model, tokenizer
 
@@ -238,7 +245,8 @@ def batch_tasks(tasks: list, batch_size: int, step: int, seed: int) -> list:
 # checkpoints that resume exactly
 
 
-def save_checkpoint(run_dir: Path, model, optimizer, step: int, extra: dict | None = None, extra_modules=None):
+def save_checkpoint(run_dir: Path, model, optimizer, step: int, extra: dict | None = None, extra_modules=None,
+                    fingerprint: str = ""):  # fmt: skip
     """Trainable weights, optimizer, RNG states and step into run_dir/checkpoint (replaced atomically)."""
     tmp = run_dir / "checkpoint.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -250,6 +258,7 @@ def save_checkpoint(run_dir: Path, model, optimizer, step: int, extra: dict | No
         "rng": {"torch": torch.get_rng_state(), "python": random.getstate()},
         "extra": extra or {},
         "modules": {k: m.state_dict() for k, m in (extra_modules or {}).items()},
+        "fingerprint": fingerprint,
     }
     torch.save(state, tmp / "state.pt")
     old = run_dir / "checkpoint.old"
@@ -260,14 +269,40 @@ def save_checkpoint(run_dir: Path, model, optimizer, step: int, extra: dict | No
     shutil.rmtree(old, ignore_errors=True)
 
 
-def load_checkpoint(run_dir: Path, model, optimizer, extra_modules=None) -> tuple[int, dict]:
-    """Restore a checkpoint if there is one: (step to start from, extra); (0, {}) for a fresh run."""
+# settings that may change between a stop and a resume (`steps`: a run can be extended)
+OPERATIONAL = {"save_every", "report_to", "threads", "processes", "workers", "timeout_s", "steps"}
+
+
+def config_fingerprint(cfg) -> str:
+    """A hash of the settings that shape training (not of how often it saves or how many workers judge)."""
+    import dataclasses
+    import hashlib
+
+    values = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in OPERATIONAL}
+    return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def load_checkpoint(run_dir: Path, model, optimizer, extra_modules=None, fingerprint: str = "",
+                    max_step: int | None = None) -> tuple[int, dict]:  # fmt: skip
+    """Restore a checkpoint if there is one: (step to start from, extra); (0, {}) for a fresh run.
+
+    A checkpoint written under other settings (fingerprint differs), or one already past `max_step` (the run now
+    asks for fewer steps), is not resumed: it is moved to checkpoint.previous and the run starts over.
+    """
     path = run_dir / "checkpoint" / "state.pt"
     if not path.exists():
         path = run_dir / "checkpoint.old" / "state.pt"  # a stop between the two renames
         if not path.exists():
             return 0, {}
     state = torch.load(path, weights_only=False)
+    stale = fingerprint and state.get("fingerprint", fingerprint) != fingerprint
+    if stale or (max_step is not None and state["step"] > max_step):
+        print(
+            f"{run_dir}: the checkpoint was written with other settings; starting over (kept as checkpoint.previous)"
+        )
+        shutil.rmtree(run_dir / "checkpoint.previous", ignore_errors=True)
+        os.replace(path.parent, run_dir / "checkpoint.previous")
+        return 0, {}
     params = dict(model.named_parameters())
     with torch.no_grad():
         for k, v in state["trainable"].items():

@@ -144,6 +144,7 @@ def train(cfg: Config) -> Path:
         cfg.target_modules,
         cfg.load_in_4bit,
         cfg.modules_to_save,
+        cfg.seed,
     )
     device = acc.device
     modules = {}
@@ -155,18 +156,22 @@ def train(cfg: Config) -> Path:
         modules["value_head"] = value_head
     params = [p for p in model.parameters() if p.requires_grad] + [p for m in modules.values() for p in m.parameters()]
     optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=0.0)
-    start, _ = common.load_checkpoint(out, model, optimizer, modules)
+    # prepare before restoring: whatever RNG accelerate consumes then is consumed in a fresh run too
+    if modules:  # the value head trains with the policy: one DDP module each, one optimizer
+        model, modules["value_head"], optimizer = acc.prepare(model, modules["value_head"], optimizer)
+    else:
+        model, optimizer = acc.prepare(model, optimizer)
+    policy = acc.unwrap_model(model)
+    start, _ = common.load_checkpoint(
+        out, policy, optimizer, {k: acc.unwrap_model(m) for k, m in modules.items()},
+        fingerprint=common.config_fingerprint(cfg), max_step=cfg.steps,
+    )  # fmt: skip
     acc.wait_for_everyone()
     if acc.is_main_process:
         common.truncate_metrics(out / "metrics.jsonl", start)
     log = common.MetricsLog(out, cfg.report_to) if acc.is_main_process else None
     if start:
         print(f"resuming from step {start}")
-    if modules:  # the value head trains with the policy: one DDP module each, one optimizer
-        model, modules["value_head"], optimizer = acc.prepare(model, modules["value_head"], optimizer)
-    else:
-        model, optimizer = acc.prepare(model, optimizer)
-    policy = acc.unwrap_model(model)
     use_values = cfg.critic == "value_head"
     for step in range(start + 1, cfg.steps + 1):
         t0 = time.time()
@@ -262,9 +267,8 @@ def train(cfg: Config) -> Path:
             }
         )
         if step % cfg.save_every == 0 or step == cfg.steps:
-            common.save_checkpoint(
-                out, policy, optimizer, step, {}, {k: acc.unwrap_model(m) for k, m in modules.items()}
-            )
+            common.save_checkpoint(out, policy, optimizer, step, {}, {k: acc.unwrap_model(m) for k, m in modules.items()},
+                                   fingerprint=common.config_fingerprint(cfg))  # fmt: skip
     acc.wait_for_everyone()
     common.write_rank_checksums(policy, out)
     if acc.is_main_process:

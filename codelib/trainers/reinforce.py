@@ -113,10 +113,16 @@ def train(cfg: Config) -> Path:
         cfg.target_modules,
         cfg.load_in_4bit,
         cfg.modules_to_save,
+        cfg.seed,
     )
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=0.0)
-    start, extra = common.load_checkpoint(out, model, optimizer)
+    # prepare before restoring: whatever RNG accelerate consumes then is consumed in a fresh run too
+    model, optimizer = acc.prepare(model, optimizer)  # DDP under accelerate launch: gradients are averaged
+    policy = acc.unwrap_model(model)
+    start, extra = common.load_checkpoint(
+        out, policy, optimizer, fingerprint=common.config_fingerprint(cfg), max_step=cfg.steps
+    )
     baseline = extra.get("baseline")
     acc.wait_for_everyone()
     if acc.is_main_process:
@@ -124,8 +130,6 @@ def train(cfg: Config) -> Path:
     log = common.MetricsLog(out, cfg.report_to) if acc.is_main_process else None
     if start:
         print(f"resuming from step {start}")
-    model, optimizer = acc.prepare(model, optimizer)  # DDP under accelerate launch: gradients are averaged
-    policy = acc.unwrap_model(model)
     device = acc.device
     for step in range(start + 1, cfg.steps + 1):
         t0 = time.time()
@@ -180,7 +184,9 @@ def train(cfg: Config) -> Path:
             }
         )
         if step % cfg.save_every == 0 or step == cfg.steps:
-            common.save_checkpoint(out, policy, optimizer, step, {"baseline": baseline})
+            common.save_checkpoint(
+                out, policy, optimizer, step, {"baseline": baseline}, fingerprint=common.config_fingerprint(cfg)
+            )
     acc.wait_for_everyone()
     common.write_rank_checksums(policy, out)
     if acc.is_main_process:
