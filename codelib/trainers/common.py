@@ -39,17 +39,23 @@ def merge_adapter(
     out = Path(out_dir) if out_dir else adapter_dir / "merged"
     stamp = out / "merged_from.json"
     src_mtime = (adapter_dir / "adapter_config.json").stat().st_mtime
-    if not force and stamp.exists() and json.loads(stamp.read_text()).get("mtime") == src_mtime:
+    complete = (out / "config.json").exists() and any(out.glob("*.safetensors"))
+    if not force and complete and stamp.exists() and json.loads(stamp.read_text()).get("mtime") == src_mtime:
         return out
+    import tempfile
+
     model, tokenizer = load_policy(adapter_dir)
     merged = model.merge_and_unload()
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-"))  # private: concurrent merges never collide
     merged.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     (tmp / "merged_from.json").write_text(json.dumps({"adapter": str(adapter_dir), "mtime": src_mtime}))
-    shutil.rmtree(out, ignore_errors=True)
+    old = out.with_name(f".{out.name}-old-{os.getpid()}")
+    if out.exists():
+        os.replace(out, old)  # readers see the old dir or the new one, never a half-deleted one
     os.replace(tmp, out)
+    shutil.rmtree(old, ignore_errors=True)
     return out
 
 
