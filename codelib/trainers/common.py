@@ -73,25 +73,18 @@ def starting_model_dir(init: str) -> str:
     return init  # "tiny" or a hub id
 
 
-def load_rl_policy(init: str, lora_r: int, lora_alpha: int, lora_dropout: float, target_modules, load_in_4bit=False,
-                   modules_to_save=(), seed: int = 0):  # fmt: skip
-    """(peft model with a fresh trainable LoRA adapter on the merged start policy, tokenizer)."""
-    from peft import LoraConfig, get_peft_model
+def load_rl_policy(cfg):
+    """(peft model with a fresh trainable LoRA adapter on the merged start policy, tokenizer) for a trainer Config."""
+    from peft import get_peft_model
 
     from codelib.models import load_policy
+    from codelib.trainers.sft import lora_config
 
-    base, tokenizer = load_policy(starting_model_dir(init), load_in_4bit=load_in_4bit, trainable=True)
-    lora = LoraConfig(
-        r=lora_r,
-        lora_alpha=lora_alpha,
-        lora_dropout=lora_dropout,
-        target_modules=list(target_modules),
-        modules_to_save=list(modules_to_save) or None,
-        task_type="CAUSAL_LM",
-    )
+    base, tokenizer = load_policy(starting_model_dir(cfg.init), load_in_4bit=cfg.load_in_4bit, trainable=True)
+    lora = lora_config(cfg)
     # LoRA's A matrices are drawn from torch's RNG: seed here, so a first run (which also merges the start
     # adapter, drawing from the RNG) and a later one start from the same adapter
-    torch.manual_seed(seed)
+    torch.manual_seed(cfg.seed)
     model = get_peft_model(base, lora)
     return model, tokenizer
 

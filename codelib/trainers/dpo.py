@@ -15,7 +15,7 @@ from pathlib import Path
 
 from codelib.params import atomic_write_json, config_to_dict, main_config, resolve, run_dir
 from codelib.trainers import common
-from codelib.trainers.sft import DEFAULT_TARGETS, metrics_callback, report_to, save_adapter
+from codelib.trainers.sft import DEFAULT_TARGETS, lora_config, metrics_callback, report_to, save_adapter
 
 
 @dataclass
@@ -95,7 +95,6 @@ def train(cfg: Config) -> Path:
     """Build the preference data (if needed) and run DPO; returns the run directory."""
     import torch
     from datasets import Dataset
-    from peft import LoraConfig
     from transformers.trainer_utils import get_last_checkpoint
     from trl import DPOConfig, DPOTrainer
 
@@ -137,9 +136,7 @@ def train(cfg: Config) -> Path:
         use_cpu=not torch.cuda.is_available(),
         dataloader_num_workers=0,
     )
-    lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-                      target_modules=list(cfg.target_modules), modules_to_save=list(cfg.modules_to_save) or None,
-                      task_type="CAUSAL_LM")  # fmt: skip
+    lora = lora_config(cfg)
     trainer = DPOTrainer(
         model=model,
         args=args,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from codelib.params import atomic_write_json, config_to_dict, main_config, run_dir
 from codelib.trainers import common
-from codelib.trainers.sft import DEFAULT_TARGETS, report_to, save_adapter
+from codelib.trainers.sft import DEFAULT_TARGETS, lora_config, report_to, save_adapter
 
 
 @dataclass
@@ -169,7 +169,6 @@ def metrics_callback(run: Path):
 def train(cfg: Config) -> Path:
     """Run GRPO with TRL; returns the run directory (adapter, config.json, metrics.jsonl, checkpoint-N/)."""
     import torch
-    from peft import LoraConfig
     from transformers.trainer_utils import get_last_checkpoint
     from trl import GRPOConfig, GRPOTrainer
 
@@ -216,14 +215,7 @@ def train(cfg: Config) -> Path:
         disable_tqdm=False,
         log_completions=False,
     )
-    lora = LoraConfig(
-        r=cfg.lora_r,
-        lora_alpha=cfg.lora_alpha,
-        lora_dropout=cfg.lora_dropout,
-        target_modules=list(cfg.target_modules),
-        modules_to_save=list(cfg.modules_to_save) or None,
-        task_type="CAUSAL_LM",
-    )
+    lora = lora_config(cfg)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=funcs,

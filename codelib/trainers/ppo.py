@@ -136,16 +136,7 @@ def train(cfg: Config) -> Path:
     if acc.is_main_process:
         atomic_write_json(out / "config.json", {"stage": "ppo", **config_to_dict(cfg)})
     tasks = load_tasks(cfg.dataset, cfg.split)[: cfg.limit or None]
-    model, tokenizer = common.load_rl_policy(
-        cfg.init,
-        cfg.lora_r,
-        cfg.lora_alpha,
-        cfg.lora_dropout,
-        cfg.target_modules,
-        cfg.load_in_4bit,
-        cfg.modules_to_save,
-        cfg.seed,
-    )
+    model, tokenizer = common.load_rl_policy(cfg)
     device = acc.device
     modules = {}
     if cfg.critic == "value_head":
