@@ -187,7 +187,9 @@ def test_fork_bomb_is_contained_and_killed(box):
         done.set()
         watcher.join()
     assert v.status in ("timeout", "error") and not v.passed  # killed at the wall limit (or its CPU limit)
-    assert peak[0] <= 64  # RLIMIT_NPROC of the program's uid (max_procs); a loaded machine may sample few
+    # RLIMIT_NPROC of the program's uid (max_procs = 64), plus the one reaper the worker forks into that uid to
+    # `kill -1` the lot (setresuid is not refused by RLIMIT_NPROC); a loaded machine may sample fewer
+    assert peak[0] <= 64 + 1
     assert_clean(box)
 
 
