@@ -55,6 +55,8 @@ class Config:
     load_in_4bit: bool = False
     use_vllm: bool = False  # generation on vLLM (GPU; pip install -r requirements-vllm.txt)
     vllm_mode: str = "colocate"  # colocate | server (trl vllm-serve)
+    vllm_server_url: str = "http://localhost:8000"  # server mode: where `trl vllm-serve --model ...` listens
+    vllm_gpu_memory_utilization: float = 0.3  # colocate mode: the share of GPU memory vLLM takes beside training
     save_every: int = 25  # a resumable checkpoint every N steps
     seed: int = 0
     workers: int = 2  # sandbox workers
@@ -72,6 +74,10 @@ class Config:
             raise ValueError("rewards is empty: name at least one reward, e.g. {pass: 1.0}")
         if self.vllm_mode not in ("colocate", "server"):
             raise ValueError(f"vllm_mode must be colocate or server; you gave {self.vllm_mode!r}")
+        if not 0 < self.vllm_gpu_memory_utilization < 1:
+            raise ValueError(
+                f"vllm_gpu_memory_utilization must be in (0, 1) (a share of the GPU), got {self.vllm_gpu_memory_utilization}"
+            )
 
     @property
     def run_dir(self) -> Path:
@@ -166,23 +172,13 @@ def metrics_callback(run: Path):
     return Callback()
 
 
-def train(cfg: Config) -> Path:
-    """Run GRPO with TRL; returns the run directory (adapter, config.json, metrics.jsonl, checkpoint-N/)."""
+def grpo_args(cfg: Config, out):
+    """TRL's GRPOConfig for one step = P prompts x G completions, one optimizer step per generation batch."""
     import torch
-    from transformers.trainer_utils import get_last_checkpoint
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig
 
-    from codelib.models import load_policy
-
-    common.seed_everything(cfg.seed, cfg.threads)
-    out = cfg.run_dir
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out / "config.json", {"stage": "grpo", **config_to_dict(cfg)})
-    model, tokenizer = load_policy(common.starting_model_dir(cfg.init), load_in_4bit=cfg.load_in_4bit, trainable=True)
-    dataset = build_dataset(cfg, tokenizer)
-    funcs, weights = reward_functions(cfg)
     completions_per_step = cfg.prompts_per_step * cfg.num_generations
-    args = GRPOConfig(
+    return GRPOConfig(
         output_dir=str(out),
         max_steps=cfg.steps,
         per_device_train_batch_size=completions_per_step,
@@ -197,13 +193,15 @@ def train(cfg: Config) -> Path:
         epsilon=cfg.epsilon,
         num_iterations=cfg.num_iterations,
         scale_rewards=cfg.scale_rewards,
-        reward_weights=weights,
+        reward_weights=[float(w) for w in cfg.rewards.values()],  # the order reward_functions builds them in
         temperature=cfg.temperature,
         top_p=cfg.top_p,
         max_completion_length=cfg.max_new_tokens,
         max_grad_norm=cfg.max_grad_norm,
         use_vllm=cfg.use_vllm,
         vllm_mode=cfg.vllm_mode,
+        vllm_server_base_url=cfg.vllm_server_url if cfg.use_vllm and cfg.vllm_mode == "server" else None,
+        vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
         logging_steps=1,
         save_steps=cfg.save_every,
         save_total_limit=2,
@@ -215,6 +213,23 @@ def train(cfg: Config) -> Path:
         disable_tqdm=False,
         log_completions=False,
     )
+
+
+def train(cfg: Config) -> Path:
+    """Run GRPO with TRL; returns the run directory (adapter, config.json, metrics.jsonl, checkpoint-N/)."""
+    from transformers.trainer_utils import get_last_checkpoint
+    from trl import GRPOTrainer
+
+    from codelib.models import load_policy
+
+    common.seed_everything(cfg.seed, cfg.threads)
+    out = cfg.run_dir
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / "config.json", {"stage": "grpo", **config_to_dict(cfg)})
+    model, tokenizer = load_policy(common.starting_model_dir(cfg.init), load_in_4bit=cfg.load_in_4bit, trainable=True)
+    dataset = build_dataset(cfg, tokenizer)
+    funcs, _ = reward_functions(cfg)
+    args = grpo_args(cfg, out)
     lora = lora_config(cfg)
     trainer = GRPOTrainer(
         model=model,
