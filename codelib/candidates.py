@@ -30,18 +30,25 @@ class PairRule:
 
 
 def generate_candidates(model, tokenizer, tasks: list[Task], path: Path, n: int, temperature: float, top_p: float,
-                        max_new_tokens: int, seed: int, batch_size: int = 64, source: str = "") -> Path:  # fmt: skip
-    """Sample n completions per task and write candidates.jsonl (skipped if it exists for the same settings)."""
+                        max_new_tokens: int, seed: int, batch_size: int = 64, source: str = "",
+                        backend: str = "hf") -> Path:  # fmt: skip
+    """Sample n completions per task and write candidates.jsonl (skipped if it exists for the same settings).
+
+    backend "vllm": `model` is what vLLM loads (hub id, model dir or adapter dir) and tokenizer may be None.
+    """
     from codelib.generation import generate, stops_for
     from codelib.rewards import extract_completion
 
     settings = {"n": n, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens, "seed": seed,
                 "source": source, "tasks": len(tasks)}  # fmt: skip
+    if backend != "hf":
+        settings["backend"] = backend  # (absent for hf, so candidates written before this key stay valid)
     meta = path.with_suffix(".settings.json")
     if path.exists() and meta.exists() and json.loads(meta.read_text()) == settings:
         return path
     groups = generate(model, tokenizer, [t.prompt for t in tasks], n=n, temperature=temperature, top_p=top_p,
-                      max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed, stop=stops_for(tasks[0]))  # fmt: skip
+                      max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed, stop=stops_for(tasks[0]),
+                      backend=backend)  # fmt: skip
     lines = []
     for t, group in zip(tasks, groups, strict=True):
         for j, c in enumerate(group):

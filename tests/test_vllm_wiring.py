@@ -162,3 +162,27 @@ def test_grpo_passes_vllm_settings_to_trl():
     assert colocate.vllm_mode == "colocate" and colocate.vllm_server_base_url is None
     with pytest.raises(ValueError, match="vllm_gpu_memory_utilization"):
         grpo.Config(vllm_gpu_memory_utilization=1.5)
+
+
+def test_dpo_candidates_sampled_on_vllm_never_load_the_policy_here(fake_vllm, ckpt_root, tiny_sft, monkeypatch):
+    from codelib import models
+    from codelib.trainers import dpo
+
+    def boom(*a, **k):
+        raise AssertionError("load_policy called although vLLM samples the candidates")
+
+    monkeypatch.setattr(models, "load_policy", boom)
+    tasks = load_tasks("synthetic", "train")[:6]
+    FakeLLM.answers = {t.prompt: t.canonical_solution for t in tasks[:3]}  # three tasks solved, three not
+    cfg = dpo.Config(profile="test", stage="dpo_vllm", init=str(tiny_sft), limit=6, n_candidates=2,
+                     gen_backend="vllm", max_new_tokens=400, min_chosen=0.8, min_gap=0.4)  # fmt: skip
+    manifest = dpo.prepare(cfg)
+    (llm,) = FakeLLM.made
+    assert llm.calls[0][2] is not None  # the SFT adapter, as a LoRA request
+    rows = [json.loads(x) for x in (cfg.run_dir / "candidates.jsonl").read_text().splitlines()]
+    assert len(rows) == 12
+    settings = json.loads((cfg.run_dir / "candidates.settings.json").read_text())
+    assert settings["backend"] == "vllm"
+    assert manifest["counts"]["candidates"] == 12 and manifest["counts"]["passed"] == 6
+    with pytest.raises(ValueError, match="gen_backend"):
+        dpo.Config(gen_backend="vlm")

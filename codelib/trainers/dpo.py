@@ -32,6 +32,7 @@ class Config:
     max_new_tokens: int = 64
     gen_seed: int = 7  # candidate sampling seed
     gen_batch_size: int = 64  # (prompt, sample) rows per generate call
+    gen_backend: str = "hf"  # candidate sampling on hf | vllm (GPU, pip install -r requirements-vllm.txt)
     min_chosen: float = 0.8  # pair rule: chosen passes with test fraction >= this
     min_gap: float = 0.4  # pair rule: chosen - rejected test fraction >= this
     max_pairs_per_task: int = 4  # K
@@ -57,6 +58,8 @@ class Config:
     processes: int = 1  # >1: the notebook starts `accelerate launch` with this many processes (live log)
 
     def __post_init__(self):
+        if self.gen_backend not in ("hf", "vllm"):
+            raise ValueError(f"gen_backend must be 'hf' or 'vllm', not {self.gen_backend!r}")
         if self.n_candidates < 2:
             raise ValueError(f"pairs need at least 2 candidates per task; you gave n_candidates={self.n_candidates}")
         if self.loss_weights and len(self.loss_weights) != len(self.loss_type):
@@ -79,9 +82,11 @@ def prepare(cfg: Config) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     tasks = load_tasks(cfg.dataset, cfg.split)[: cfg.limit or None]
     init = str(resolve(cfg.init)) if cfg.init != "tiny" and resolve(cfg.init).exists() else cfg.init
-    model, tokenizer = load_policy(init)
+    # vLLM loads the policy itself (an adapter unmerged where it can): nothing is loaded here then
+    model, tokenizer = load_policy(init) if cfg.gen_backend == "hf" else (init, None)
     generate_candidates(model, tokenizer, tasks, out / "candidates.jsonl", cfg.n_candidates, cfg.temperature,
-                        cfg.top_p, cfg.max_new_tokens, cfg.gen_seed, batch_size=cfg.gen_batch_size, source=cfg.init)  # fmt: skip
+                        cfg.top_p, cfg.max_new_tokens, cfg.gen_seed, batch_size=cfg.gen_batch_size, source=cfg.init,
+                        backend=cfg.gen_backend)  # fmt: skip
     del model
     annotate(out / "candidates.jsonl", tasks, out / "candidates_annotated.jsonl", workers=cfg.workers,
              timeout_s=cfg.timeout_s)  # fmt: skip
