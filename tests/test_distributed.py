@@ -58,3 +58,27 @@ def test_notebook_launcher_streams_the_log_and_returns_the_run(tiny_sft):
     assert run == cfg.run_dir and (run / "adapter_config.json").exists()
     assert lines[0].startswith("$ ") and "--num_processes 2" in lines[0]
     assert json.loads((run / "ranks.json").read_text())["processes"] == 2
+
+
+@pytest.mark.parametrize(
+    "name", ["single_gpu", "multi_gpu", "deepspeed_zero2", "deepspeed_zero3", "fsdp", "cpu_2proc"]
+)
+def test_shipped_accelerate_configs_load_and_use_only_known_options(name):
+    """Each config loads with accelerate's own loader, and every FSDP / DeepSpeed option in it is one that
+    `accelerate launch` knows (a misspelt option would otherwise be dropped silently on a GPU cluster).
+    FSDP and DeepSpeed themselves need GPUs (accelerate's FSDP plugin refuses a CPU), so they run on GPU machines."""
+    from accelerate.commands.config.config_args import load_config_from_file
+    from accelerate.commands.launch import launch_command_parser
+
+    path = REPO_ROOT / "params" / "accelerate" / f"{name}.yaml"
+    cfg = load_config_from_file(str(path))
+    expected = {"single_gpu": "NO", "multi_gpu": "MULTI_GPU", "cpu_2proc": "MULTI_GPU", "fsdp": "FSDP",
+                "deepspeed_zero2": "DEEPSPEED", "deepspeed_zero3": "DEEPSPEED"}  # fmt: skip
+    assert str(cfg.distributed_type).split(".")[-1] == expected[name]
+    options = {o.lstrip("-") for a in launch_command_parser()._actions for o in a.option_strings}
+    for key in list(cfg.fsdp_config or {}) + list(cfg.deepspeed_config or {}):
+        assert key in options, f"{path.name}: {key} is not an accelerate launch option"
+    if name.startswith("deepspeed"):
+        assert cfg.deepspeed_config["zero_stage"] == int(name[-1])
+    if name == "fsdp":
+        assert cfg.fsdp_config["fsdp_sharding_strategy"] == "FULL_SHARD" and cfg.fsdp_config["fsdp_use_orig_params"]
