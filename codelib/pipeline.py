@@ -3,8 +3,9 @@
 Each stage is `notebooks/NN_name.ipynb` run with `params/<profile>/NN_name.yaml`; the executed copy lands in
 `reports/<profile>/`. All params files are checked against their Config before anything runs (unknown, missing
 or mistyped key -> error naming the key and the file). A stage whose params, notebook and upstream stages are
-unchanged since its last successful run is skipped unless `--force`. A failing stage stops the run, naming the
-notebook, the cell and the error; its executed notebook is kept for inspection.
+unchanged since its last successful run, and whose run directories still exist, is skipped unless `--force`.
+A failing stage stops the run, naming the notebook, the cell and the error; its executed notebook is kept for
+inspection.
 """
 
 from __future__ import annotations
@@ -80,6 +81,21 @@ def check_params(profile: str, stages: list[str], root: Path = REPO_ROOT) -> dic
     return out
 
 
+def stage_outputs(stage: str, values: dict) -> list[Path]:
+    """The directories a stage writes: checkpoints/<profile>/<stage>/ for a trainer, eval/<name>/ per evaluated
+    checkpoint. A stage is only skipped while they all still exist (a deleted run is trained again)."""
+    from codelib.params import run_dir
+
+    profile = values.get("profile")
+    if not profile:
+        return []
+    if values.get("stage"):
+        return [run_dir(profile, values["stage"])]
+    if stage == "06_eval":
+        return [run_dir(profile, "eval") / name for name in values.get("checkpoints") or {}]
+    return []
+
+
 def _digest(*parts: str) -> str:
     h = hashlib.sha256()
     for p in parts:
@@ -142,10 +158,13 @@ def run(
             continue
         out_nb = reports / f"{stage}.ipynb"
         stamp = stamps / f"{stage}.json"
+        gone = [p for p in stage_outputs(stage, params[stage]) if not p.exists()]
         if not force and out_nb.exists() and stamp.exists() and json.loads(stamp.read_text()).get("key") == key:
-            log(f"[{profile}] {stage}: up to date, skipped (use --force to rerun)")
-            results.append((stage, "skipped", 0.0))
-            continue
+            if not gone:
+                log(f"[{profile}] {stage}: up to date, skipped (use --force to rerun)")
+                results.append((stage, "skipped", 0.0))
+                continue
+            log(f"[{profile}] {stage}: its output {gone[0]} is gone; running it again")
         log(
             f"[{profile}] {stage}: running {notebook.name} -> {out_nb.relative_to(root) if out_nb.is_relative_to(root) else out_nb}"
         )

@@ -118,3 +118,44 @@ def test_failing_stage_names_notebook_cell_and_error(tmp_path):
 def test_cli_reports_errors_without_traceback(capsys):
     assert pipeline.main(["--profile", "nope"]) == 1
     assert "no params directory" in capsys.readouterr().err
+
+
+def test_a_deleted_run_dir_reruns_its_stage(tmp_path, monkeypatch):
+    """Stamps say a stage is done; the run dir it wrote is the proof. Deleting it reruns that stage."""
+    from codelib.params import config_to_dict
+    from codelib.trainers import reinforce
+
+    root = make_root(tmp_path)
+    monkeypatch.setenv("CODELIB_CHECKPOINTS", str(root / "checkpoints"))
+    run = root / "checkpoints" / "fake" / "reinforce"
+    values = config_to_dict(reinforce.Config(profile="fake", init="tiny"))
+    (root / "params" / "fake" / "02_reinforce.yaml").write_text(json.dumps(values))  # JSON is YAML
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("profile = 'x'"),
+                nbformat.v4.new_code_cell(f"import os\nos.makedirs({str(run)!r}, exist_ok=True)\n"
+                                          f"open({str(root / 'ran.log')!r}, 'a').write('02_reinforce\\n')")]  # fmt: skip
+    nb.cells[0].metadata["tags"] = ["parameters"]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, root / "notebooks" / "02_reinforce.ipynb")
+
+    assert pipeline.stage_outputs("02_reinforce", values) == [run]
+    rows = pipeline.run("fake", root=root, log=lambda *_: None)
+    assert [st for _, st, _ in rows] == ["ran", "ran", "ran"] and run.is_dir()
+    rows = pipeline.run("fake", root=root, log=lambda *_: None)
+    assert [st for _, st, _ in rows] == ["skipped", "skipped", "skipped"]
+    run.rmdir()
+    said = []
+    rows = pipeline.run("fake", root=root, log=said.append)
+    assert [(s, st) for s, st, _ in rows] == [
+        ("00_tasks", "skipped"),
+        ("02_reinforce", "ran"),
+        ("07_plots", "skipped"),
+    ]
+    assert any("is gone" in line for line in said) and run.is_dir()
+
+
+def test_eval_outputs_are_one_dir_per_checkpoint(monkeypatch, tmp_path):
+    monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path))
+    got = pipeline.stage_outputs("06_eval", {"profile": "p", "checkpoints": {"base": "tiny", "sft": "x"}})
+    assert got == [tmp_path / "p" / "eval" / "base", tmp_path / "p" / "eval" / "sft"]
+    assert pipeline.stage_outputs("07_plots", {"profile": "p", "stages": ["sft"]}) == []
