@@ -49,6 +49,13 @@ DEFAULT_TIMEOUT_S = 5.0  # wall-time limit per program (per test case for stdio 
 DEFAULT_MEMORY_MB = 1024  # address-space limit per process
 REFERENCE_TIMEOUT_S = 120.0  # canonical solutions on all plus inputs: HumanEval+/15 takes ~15 s, MBPP+/599 ~50 s
 PLUS_TIME_FACTOR = 4.0  # a candidate on plus inputs may take timeout_s + 4x the canonical solution's time
+# address space for a reference on plus inputs, and for a candidate judged on them: MBPP+/255's 112 inputs make
+# 2M tuples (the reference needs ~2 GB to build and send them), and a correct candidate must build the same
+PLUS_MEMORY_MB = 4096
+# a plain output (ints, strings, lists, tuples) whose encoding is longer than this travels as its sha256: equal
+# values have equal encodings, and neither the worker nor the trainer ever holds a huge output (MBPP+/255: 2M tuples)
+DIGEST_OVER_BYTES = 1 << 20
+REPORT_CAP_BYTES = 64 << 20  # the harness's report (verdict + plus outputs) beyond this is an error, not a verdict
 VERDICT_STDOUT_CHARS = 65536  # what a Verdict keeps of stdout
 
 _EXIT_NO_CHANNEL = 71  # the harness finished but could not report: the program closed or broke its channel
@@ -306,7 +313,9 @@ class Sandbox:
                 _REFERENCE_CACHE.move_to_end(key)
                 expected[key] = _REFERENCE_CACHE[key]
             else:
-                todo[key] = replace(j.reference, plus_inputs=j.plus_inputs, timeout_s=self.reference_timeout_s)
+                # the candidate's atol too: both sides then agree on which outputs travel as digests
+                todo[key] = replace(j.reference, plus_inputs=j.plus_inputs, timeout_s=self.reference_timeout_s,
+                                    memory_mb=max(PLUS_MEMORY_MB, j.memory_mb or self.memory_mb), atol=j.atol)  # fmt: skip
         if todo:
             replies = self._dispatch([self._request(r, {}) for r in todo.values()])
             for key, reply in zip(todo, replies, strict=True):
@@ -331,11 +340,14 @@ class Sandbox:
             timeout_s=timeout,
             memory_mb=int(job.memory_mb if job.memory_mb is not None else self.memory_mb),
         )
+        if job.plus_inputs:
+            request["digest_over"] = DIGEST_OVER_BYTES if _digest_ok(job) else 0
         if job.reference is not None and job.plus_inputs:
             ref = expected.get(_reference_key(job))
             if ref is None:
                 return dict(request, skip="reference solution failed on the plus inputs")
             request["timeout_s"] = timeout + PLUS_TIME_FACTOR * ref[1]
+            request["memory_mb"] = max(request["memory_mb"], PLUS_MEMORY_MB)
         elif job.reference is not None:
             request["plus_inputs"] = ""
         return request
@@ -676,6 +688,18 @@ class _Error(str):
     """A call that raised: compares unequal to every output."""
 
 
+class _Digest(str):
+    """The sha256 of a large plain output's encoding: equal to another digest of the same value only."""
+
+    def __eq__(self, other):
+        return type(other) is _Digest and str.__eq__(self, other)
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    __hash__ = str.__hash__
+
+
 def _is_error(x) -> bool:
     return isinstance(x, _Error)
 
@@ -748,6 +772,8 @@ def _decode(x):
         return bytes.fromhex(v)
     if tag == "e":
         return _Error(v)
+    if tag == "h":
+        return _Digest(v)
     return None
 
 
@@ -984,7 +1010,8 @@ class _Server:
                     continue
                 try:
                     if ctl == "memory":
-                        limit = (2 * int(self.config["memory_mb"]) + 256) << 20
+                        # room for one program at its own limit, or one judged on plus inputs (PLUS_MEMORY_MB)
+                        limit = max(2 * int(self.config["memory_mb"]) + 256, PLUS_MEMORY_MB + 512) << 20
                         with open(os.path.join(group, "memory.limit_in_bytes"), "w") as f:
                             f.write(str(limit))
                     else:
@@ -1118,6 +1145,9 @@ class _Server:
                     wstatus = status if got else None
                 if len(bufs[reads[0]]) + len(bufs[reads[1]]) > cap:
                     overflow = True
+                    break
+                if len(bufs[reads[2]]) > REPORT_CAP_BYTES:
+                    overflow, cap = True, REPORT_CAP_BYTES
                     break
         if pidfd is not None:
             os.close(pidfd)
@@ -1384,6 +1414,7 @@ def _harness(req: dict, token: bytes, stdio: bool):
     import builtins
     import random
     import types
+    from hashlib import sha256
 
     write, report_fd, dumps = os.write, _REPORT_FD, json.dumps  # bound now: the program may monkeypatch os/json
     sys.stdin = sys.__stdin__ = open(0, encoding="utf-8", errors="replace", closefd=False)
@@ -1417,7 +1448,8 @@ def _harness(req: dict, token: bytes, stdio: bool):
         for code in codes:
             exec(code, namespace)
         if req.get("plus_inputs"):
-            result["outputs"] = _outputs(namespace.get(req["entry_point"]), req["plus_inputs"])
+            result["outputs"] = _outputs(namespace.get(req["entry_point"]), req["plus_inputs"],
+                                         int(req.get("digest_over") or 0), dumps, sha256)  # fmt: skip
         result["done"] = True
     except SystemExit as e:
         result["exit"] = e.code if isinstance(e.code, (int, type(None))) else str(e.code)[:100]
@@ -1544,18 +1576,57 @@ def _compile(source: str, test_line: int) -> tuple[list, int]:
     return codes, total
 
 
-def _outputs(fn, plus_inputs: str) -> list:
-    """The entry point's output on each plus input, encoded; a raising call gives an error tag."""
+def _outputs(fn, plus_inputs: str, digest_over: int = 0, dumps=json.dumps, sha256=None) -> list:
+    """The entry point's output on each plus input, encoded; a raising call gives an error tag. With digest_over,
+    a plain output whose encoding is longer than that is replaced by {"h": its sha256}."""
     inputs = _decode_args(json.loads(plus_inputs))
     if not callable(fn):
         return [{"e": "the entry point is not defined"}] * len(inputs)
     out = []
     for args in inputs:
         try:
-            out.append(_encode(fn(*args)))
+            enc = _encode(fn(*args))
         except Exception as e:
             out.append({"e": type(e).__name__})
+            continue
+        if digest_over and _plain(enc):
+            text = dumps(enc, separators=(",", ":"))
+            if len(text) > digest_over:
+                enc = {"h": sha256(text.encode()).hexdigest()}
+        out.append(enc)
     return out
+
+
+def _plain(enc) -> bool:
+    """Whether an `_encode` tree is compared exactly by `_same_plus_output`, so that equal values and only equal
+    values have equal encodings: None, bools, ints, strings, lists, tuples and floats inside them, but not a float
+    or a flat sequence of floats (those get a tolerance) nor sets, dicts or objects (compared otherwise)."""
+
+    def is_float(v):
+        return isinstance(v, float) or (isinstance(v, dict) and "f" in v)
+
+    seq = enc if isinstance(enc, list) else enc.get("t") if isinstance(enc, dict) else None
+    if is_float(enc) or (seq is not None and all(is_float(v) for v in seq)):
+        return False
+    todo = [enc]
+    while todo:
+        x = todo.pop()
+        if isinstance(x, list):
+            todo.extend(x)
+        elif isinstance(x, dict):
+            if len(x) != 1 or not ("t" in x or "i" in x or "f" in x):
+                return False
+            if "t" in x:
+                todo.extend(x["t"])
+    return True
+
+
+def _digest_ok(job: Job) -> bool:
+    """Whether large outputs may be compared by digest: exact comparison (EvalPlus's special oracles and float
+    tolerances need the values)."""
+    special = _MBPP_SET_EQ | _MBPP_NOT_NONE | {"are_equivalent", "sum_div", "surface_Area", "digit_distance_nums",
+                                                "find_zero"}  # fmt: skip
+    return job.atol == 0 and job.entry_point not in special
 
 
 def _serve(config: dict) -> None:

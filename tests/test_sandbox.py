@@ -505,6 +505,33 @@ def test_plus_inputs_with_tuple_arguments():
     assert len(v) == 2 and all(x.passed for x in v), v
 
 
+def test_large_plus_outputs_travel_as_digests_and_still_judge():
+    """Outputs over DIGEST_OVER_BYTES are compared by sha256 (MBPP+/255 makes 2M tuples): right and wrong told apart."""
+    prompt = "def many(n, s):\n"
+    task = Task("Mbpp/9001", prompt, "assert many(2, 'a') == [('a', 0), ('a', 1)]", "many",
+                "    return [(s, i) for i in range(n)]\n", plus_inputs=json.dumps([[200_000, "ab"], [3, "c"]]))  # fmt: skip
+    off_by_one = "    return [(s, i) for i in range(n - (n > 1000))]\n"
+    with Sandbox(workers=2) as b:
+        v = b.map([sandbox.task_job(task, c, plus=True) for c in (task.canonical_solution, off_by_one)])
+    assert v[0].passed and v[0].tests_passed == v[0].tests_total == 3
+    assert v[1].status == "failed" and "plus input 0" in v[1].detail
+    assert not sandbox._plain(sandbox._encode([1.5, 2.5])) and not sandbox._plain(sandbox._encode({1, 2}))
+    assert sandbox._plain(sandbox._encode([(1, "a", 2.5), None])) and sandbox._plain(sandbox._encode(10**40))
+    enc = sandbox._outputs(
+        lambda n: list(range(n)), "[[300000], [3]]", 1 << 20, json.dumps, __import__("hashlib").sha256
+    )
+    assert set(enc[0]) == {"h"} and enc[1] == [0, 1, 2]
+    assert sandbox._decode(enc[0]) == sandbox._decode(dict(enc[0])) and sandbox._decode(enc[0]) != enc[0]["h"]
+
+
+def test_a_flooded_report_channel_is_an_error_not_a_verdict(box):
+    flood = "import os\nchunk = b'+' * (1 << 20)\nfor _ in range(100):\n    os.write(1000, chunk)\n"
+    v = box.map([Job(flood, timeout_s=20), "assert True"])
+    assert v[0].status == "error" and not v[0].passed and "limit" in v[0].detail
+    assert v[1].passed  # the pool goes on
+    assert_clean(box)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # pure helpers
 
