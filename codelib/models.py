@@ -300,12 +300,13 @@ def load_policy(name_or_path, load_in_4bit: bool = False, dtype=None, device_map
     name_or_path: a hub id ("deepseek-ai/deepseek-coder-1.3b-base"), a local HF model directory, a LoRA adapter
         directory (its `adapter_config.json` names the base, which is loaded first), or "tiny" (built on demand)
     load_in_4bit: QLoRA-style NF4 weights via bitsandbytes; needs CUDA
-    dtype: torch dtype or its name ("bfloat16"); None keeps transformers' default
+    dtype: torch dtype or its name ("bfloat16"); None: bf16 on a GPU that has it, else transformers' default (fp32)
     device_map: passed to `from_pretrained` (e.g. "auto")
     trainable: keep an adapter's weights trainable (and prepare a 4-bit model for training); otherwise the model
         is returned in eval mode
 
-    The tokenizer pads on the left and always has a pad token.
+    The tokenizer pads on the left and always has a pad token. On a GPU a model loaded for inference
+    (trainable=False) is moved there; see `placement`.
     """
     import torch
 
@@ -314,6 +315,32 @@ def load_policy(name_or_path, load_in_4bit: bool = False, dtype=None, device_map
             "load_in_4bit=True needs CUDA: QLoRA's 4-bit weights (bitsandbytes NF4) only run on a GPU. "
             "Set load_in_4bit to false on this machine."
         )
+    dtype, move_to = placement(load_in_4bit, dtype, device_map, trainable)
+    model, tokenizer = _load_policy(name_or_path, load_in_4bit, dtype, device_map, trainable)
+    if move_to:
+        model.to(move_to)
+    return model, tokenizer
+
+
+def placement(
+    load_in_4bit: bool, dtype, device_map, trainable: bool, cuda: bool | None = None, bf16: bool | None = None
+):
+    """(dtype, device to move to or None) for load_policy. On a GPU, weights load in bf16 unless asked otherwise
+    (peft keeps LoRA weights in fp32), and a model for inference goes to the GPU; trainers leave placement to
+    accelerate / TRL. On a CPU nothing changes: fp32, where it was loaded."""
+    import torch
+
+    cuda = torch.cuda.is_available() if cuda is None else cuda
+    if not cuda:
+        return dtype, None
+    bf16 = torch.cuda.is_bf16_supported() if bf16 is None else bf16
+    if dtype is None and not load_in_4bit and bf16:
+        dtype = "bfloat16"
+    move = "cuda" if not trainable and not load_in_4bit and device_map is None else None
+    return dtype, move
+
+
+def _load_policy(name_or_path, load_in_4bit: bool, dtype, device_map, trainable: bool):
     name = str(name_or_path)
     path = build_tiny_model() if name == "tiny" else Path(name).expanduser()
     if path.exists():

@@ -138,3 +138,17 @@ def test_default_tiny_model_builds_from_nothing_and_generates(tmp_path):
     texts = tokenizer.batch_decode(out_ids[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
     # Pretraining has taught the format, if not yet the answers.
     assert sum(t.startswith("    return ") for t in texts) >= 6, texts
+
+
+def test_placement_on_a_gpu_and_on_a_cpu():
+    from codelib.models import placement
+
+    # CPU: nothing changes
+    assert placement(False, None, None, trainable=False, cuda=False) == (None, None)
+    # GPU: bf16 by default, inference models moved to it; trainers leave placement to accelerate / TRL
+    assert placement(False, None, None, trainable=False, cuda=True, bf16=True) == ("bfloat16", "cuda")
+    assert placement(False, None, None, trainable=True, cuda=True, bf16=True) == ("bfloat16", None)
+    assert placement(False, "float32", None, trainable=False, cuda=True, bf16=True) == ("float32", "cuda")
+    assert placement(False, None, "auto", trainable=False, cuda=True, bf16=True) == ("bfloat16", None)
+    assert placement(True, None, None, trainable=False, cuda=True, bf16=True) == (None, None)  # 4-bit places itself
+    assert placement(False, None, None, trainable=False, cuda=True, bf16=False) == (None, "cuda")  # no bf16: fp32
