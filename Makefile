@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PROFILE ?= tiny
 
-.PHONY: setup demo test test-fast lint format bench lab clean
+.PHONY: setup demo test test-fast lint format bench bench-gpu lab clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ format: $(STAMP)
 bench: $(STAMP)  ## benchmarks: each prints a ratio against a baseline measured in the same run
 	$(PY) -m bench.sandbox
 	$(PY) -m bench.rl
+
+bench-gpu: $(STAMP)  ## on a GPU machine: trainer steps of the 1.3B and 7B architectures, HF vs vLLM generate
+	$(PY) -m bench.gpu --arch deepseek-1.3b --eval --out reports/bench-gpu-1.3b.json
+	$(PY) -m bench.gpu --arch deepseek-7b --trainers grpo,ppo --quant lora,qlora --out reports/bench-gpu-7b.json
 
 lab: $(STAMP)  ## open the notebooks in JupyterLab
 	$(VENV)/bin/jupyter lab notebooks/

@@ -1,0 +1,36 @@
+"""The GPU benchmark's plumbing, run on the tiny model on a CPU (the figures themselves come from a GPU machine)."""
+
+import pytest
+
+
+@pytest.mark.slow
+def test_gpu_bench_runs_each_trainer_and_reports_ratios(tmp_path, capsys):
+    from bench import gpu
+
+    out = tmp_path / "bench.json"
+    res = gpu.main(["--arch", "tiny", "--dataset", "synthetic", "--trainers", "sft,grpo,dpo", "--quant", "lora",
+                    "--steps", "2", "--batch", "8", "--new-tokens", "16", "--workers", "2", "--eval",
+                    "--out", str(out)])  # fmt: skip
+    assert [r["trainer"] for r in res["rows"]] == ["sft", "grpo", "dpo"]
+    for r in res["rows"]:
+        assert r["step_s"] > 0 and r["tokens_per_s"] > 0 and r["flops"] > 0
+    assert res["eval"]["hf"]["tokens_per_s"] > 0
+    printed = capsys.readouterr().out
+    assert "1.00x" in printed and "vs SFT" in printed and out.exists()
+
+
+def test_flops_n_of_the_deepseek_architectures(tmp_path):
+    from transformers import LlamaConfig
+
+    from bench import gpu
+
+    for name, expected in (("deepseek-1.3b", 1.28e9), ("deepseek-7b", 6.49e9)):
+        LlamaConfig(**gpu.ARCHS[name]).save_pretrained(tmp_path / name)
+        assert abs(gpu.flops_n(tmp_path / name) - expected) / expected < 0.02, (name, gpu.flops_n(tmp_path / name))
+
+
+def test_unknown_trainer_is_refused():
+    from bench import gpu
+
+    with pytest.raises(SystemExit):
+        gpu.main(["--arch", "tiny", "--trainers", "sft,ppo2"])
