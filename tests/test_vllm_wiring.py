@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 import types
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -102,7 +103,13 @@ def test_greedy_asks_once_and_hands_out_copies(fake_vllm, tiny_base):
     assert len(out[0]) == 4 and len({c.text for c in out[0]}) == 1
 
 
-def test_plain_lora_adapter_is_served_without_merging(fake_vllm, tiny_sft):
+def test_plain_lora_adapter_is_served_without_merging(fake_vllm, tiny_sft, tmp_path):
+    import shutil
+
+    # a copy: the session's adapter may already carry a merged/ dir that RL tests made
+    tiny_sft = Path(
+        shutil.copytree(tiny_sft, tmp_path / "sft", ignore=shutil.ignore_patterns("merged", "checkpoint-*"))
+    )
     plan = generation.vllm_plan(str(tiny_sft))
     assert plan["lora"] == str(tiny_sft.resolve()) and not plan["merged"]
     generation.generate(str(tiny_sft), None, ["def f(x):\n"], n=1, temperature=1.0, backend="vllm")
