@@ -75,3 +75,13 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch):
     for fig in ("training_curves", "pass_at_1", "length_accuracy", "pass_at_k", "task_heatmap"):
         assert (reports / "figures" / f"{fig}.png").stat().st_size > 1000
     assert Path(tmp_path / "checkpoints" / "smoke" / "dpo" / "merged" / "config.json").exists()
+
+
+def test_nbstripout_would_change_nothing():
+    """The pre-commit hook (nbstripout) and tools/make_notebooks.py agree: committing rewrites no notebook."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "nbstripout", "--verify", *map(str, NOTEBOOKS)], capture_output=True,
+                          text=True)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -68,7 +68,7 @@ def notebook(title: str, intro: str, config: str, yaml_name: str, cells: list[st
         else:
             nb.cells.append(nbformat.v4.new_code_cell(c))
     for i, cell in enumerate(nb.cells):
-        cell["id"] = f"cell-{i:02d}"  # stable ids keep diffs of regenerated notebooks small
+        cell["id"] = str(i)  # stable ids, the ones nbstripout (pre-commit) would give: regenerating changes nothing
     return nb
 
 
