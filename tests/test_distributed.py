@@ -33,6 +33,8 @@ def test_reinforce_two_processes_identical_weights(tiny_sft, tmp_path):
     assert a == b
     rows = read_jsonl(cfg.run_dir / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2, 3]  # logged once, by the main process
+    samples = read_jsonl(cfg.run_dir / "samples.jsonl")  # both ranks' shards, gathered, written once
+    assert [s["step"] for s in samples] == [s for s in (1, 2, 3) for _ in range(8)]
     assert (cfg.run_dir / "adapter_config.json").exists()
 
 

@@ -156,6 +156,19 @@ def test_reinforce_trains_lora_and_logs_shared_keys(tiny_sft):
         assert all(math.isfinite(r[key]) for r in rows), key
     assert _lora_changed(run)
     assert json.loads((run / "adapter_config.json").read_text())["base_model_name_or_path"].endswith("merged")
+    _assert_samples(run, steps=2, per_step=8, rows=rows)
+
+
+def _assert_samples(run, steps: int, per_step: int, rows: list[dict]) -> None:
+    """samples.jsonl: every completion of every step, its reward and verdict, agreeing with metrics.jsonl."""
+    samples = read_jsonl(run / "samples.jsonl")
+    assert [s["step"] for s in samples] == [s for s in range(1, steps + 1) for _ in range(per_step)]
+    assert all(s["task_id"] and isinstance(s["completion"], str) for s in samples)
+    for r in rows:
+        mine = [s for s in samples if s["step"] == r["step"]]
+        if "passed" in mine[0]:
+            assert math.isclose(sum(s["passed"] for s in mine) / len(mine), r["pass_rate"], abs_tol=1e-6)
+        assert math.isclose(sum(s["reward"] for s in mine) / len(mine), r["reward_mean"], abs_tol=1e-4)
 
 
 @pytest.mark.slow
@@ -166,6 +179,7 @@ def test_ppo_value_head_trains(tiny_sft):
     rows = read_jsonl(run / "metrics.jsonl")
     assert all(math.isfinite(r[k]) for r in rows for k in ("loss", "clip_frac", "approx_kl", "value_loss", "entropy"))
     assert rows[-1]["value_loss"] > 0
+    _assert_samples(run, steps=2, per_step=8, rows=rows)
     head = torch.load(run / "value_head.pt")
     assert float(head["weight"].abs().sum()) > 0  # started at zero
     assert _lora_changed(run)
@@ -180,6 +194,7 @@ def test_ppo_resume_gives_the_same_next_step(tiny_sft):
     resumed = ppo.train(ppo.Config(init=str(tiny_sft), **{**_rl_kwargs("ppo_part"), "steps": 3}))
     a, b = read_jsonl(full / "metrics.jsonl"), read_jsonl(resumed / "metrics.jsonl")
     assert [r["step"] for r in b] == [1, 2, 3]
+    assert read_jsonl(full / "samples.jsonl") == read_jsonl(resumed / "samples.jsonl")  # nothing repeated or lost
     for key in ("loss", "reward_mean", "pass_rate", "completion_len", "clip_frac"):
         assert math.isclose(a[2][key], b[2][key], rel_tol=1e-4, abs_tol=1e-6), key
 
@@ -231,6 +246,8 @@ def test_grpo_trains_lora_with_project_rewards(tiny_sft):
     assert {"rewards/pass_reward/mean", "rewards/compile_reward/mean", "zero_std_frac", "kl"} <= set(rows[0])
     # the length term differs within every group, so there is a gradient even where no completion passes
     assert _lora_changed(run)
+    _assert_samples(run, steps=2, per_step=16, rows=rows)
+    assert set(read_jsonl(run / "samples.jsonl")[0]["rewards"]) == {"pass_reward", "compile_reward", "length_penalty"}
 
 
 def test_multi_criteria_reward_terms_by_hand():

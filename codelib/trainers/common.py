@@ -323,6 +323,28 @@ def truncate_metrics(path: Path, step: int) -> None:
         atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
 
 
+def rollout_samples(acc, step: int, ro: Rollouts, rewards: torch.Tensor, advantages: torch.Tensor | None = None):
+    """One samples.jsonl row per completion of the step, from every rank (gathered; the main process writes them)."""
+    from accelerate.utils import gather_object
+
+    rows = []
+    for i, (task, text) in enumerate(zip(ro.tasks, ro.texts, strict=True)):
+        row = {"step": step, "task_id": task.task_id, "completion": text, "reward": round(float(rewards[i]), 6),
+               "passed": bool(ro.passed[i]), "test_fraction": round(float(ro.test_fraction[i]), 6),
+               "tokens": int(ro.lengths[i])}  # fmt: skip
+        if advantages is not None:
+            row["advantage"] = round(float(advantages[i]), 6)
+        rows.append(row)
+    return gather_object(rows) if acc.num_processes > 1 else rows
+
+
+def append_samples(run_dir: Path, rows: list[dict]) -> None:
+    """Append rows to <run>/samples.jsonl (the main process only); a resumed run first drops rows past its step."""
+    if rows:
+        with open(run_dir / "samples.jsonl", "a", encoding="utf-8") as f:
+            f.write("".join(json.dumps(r) + "\n" for r in rows))
+
+
 def save_final(run_dir: Path, model, tokenizer) -> None:
     """The trained adapter + tokenizer in the run dir, so `load_policy(run_dir)` loads the RL policy."""
     from codelib.trainers.sft import save_adapter

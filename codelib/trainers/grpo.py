@@ -133,14 +133,16 @@ def build_dataset(cfg: Config, tokenizer):
     return Dataset.from_list(rows)
 
 
-def metrics_callback(run: Path):
-    """Rename TRL's log keys to the keys REINFORCE and PPO write, and append them to metrics.jsonl."""
+def metrics_callback(run: Path, task_ids: dict[str, str] | None = None):
+    """Rename TRL's log keys to the keys REINFORCE and PPO write, and append them to metrics.jsonl; with
+    `callback.trainer` set, also the step's completions to samples.jsonl (task_ids: prompt -> task id)."""
     from transformers import TrainerCallback
 
     log = common.MetricsLog(run, "none")  # TRL itself reports to TensorBoard / W&B
 
     class Callback(TrainerCallback):
         t_last = time.time()
+        trainer = None
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not logs or "loss" not in logs or not state.is_world_process_zero:
@@ -168,8 +170,31 @@ def metrics_callback(run: Path):
             row.update({k: v for k, v in logs.items() if k.startswith("rewards/")})
             _Timed.spent = 0.0
             log.log(row)
+            common.append_samples(run, grpo_samples(self.trainer, state.global_step, task_ids or {}))
 
     return Callback()
+
+
+def grpo_samples(trainer, step: int, task_ids: dict[str, str]) -> list[dict]:
+    """samples.jsonl rows of the last generation batch, from what TRL keeps for `log_completions` (gathered over
+    ranks): completion, each reward term, their weighted sum, advantage. [] if this TRL keeps no such record."""
+    logs = getattr(trainer, "_logs", None)
+    if not logs or not logs.get("completion"):
+        return []
+    names = list(logs["rewards"])
+    weights = [float(w) for w in trainer.reward_weights.tolist()] if hasattr(trainer, "reward_weights") else [1.0]
+    rows = []
+    for i, (prompt, completion) in enumerate(zip(logs["prompt"], logs["completion"], strict=False)):
+        terms = {name: logs["rewards"][name][i] for name in names if i < len(logs["rewards"][name])}
+        row = {"step": step, "task_id": task_ids.get(prompt, ""), "completion": completion,
+               "reward": round(sum(w * v for w, v in zip(weights, terms.values(), strict=False) if v == v), 6),
+               "rewards": {k: round(v, 6) for k, v in terms.items()}}  # fmt: skip
+        if "pass_reward" in terms:
+            row["passed"] = terms["pass_reward"] == 1.0
+        if i < len(logs["advantages"]):
+            row["advantage"] = round(float(logs["advantages"][i]), 6)
+        rows.append(row)
+    return rows
 
 
 def grpo_args(cfg: Config, out):
@@ -231,6 +256,7 @@ def train(cfg: Config) -> Path:
     funcs, _ = reward_functions(cfg)
     args = grpo_args(cfg, out)
     lora = lora_config(cfg)
+    callback = metrics_callback(out, dict(zip(dataset["prompt"], dataset["task_id"], strict=True)))
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=funcs,
@@ -238,14 +264,17 @@ def train(cfg: Config) -> Path:
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=lora,
-        callbacks=[metrics_callback(out)],
+        callbacks=[callback],
     )
+    callback.trainer = trainer
     last = get_last_checkpoint(str(out)) if any(out.glob("checkpoint-*")) else None
     if last:
         print(f"resuming from {last}")
         common.truncate_metrics(out / "metrics.jsonl", int(Path(last).name.split("-")[-1]))
+        common.truncate_metrics(out / "samples.jsonl", int(Path(last).name.split("-")[-1]))
     else:
         (out / "metrics.jsonl").unlink(missing_ok=True)
+        (out / "samples.jsonl").unlink(missing_ok=True)
     trainer.train(resume_from_checkpoint=last)
     common.write_rank_checksums(trainer.model, out)
     if trainer.accelerator.is_main_process:

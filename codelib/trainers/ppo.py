@@ -160,6 +160,7 @@ def train(cfg: Config) -> Path:
     acc.wait_for_everyone()
     if acc.is_main_process:
         common.truncate_metrics(out / "metrics.jsonl", start)
+        common.truncate_metrics(out / "samples.jsonl", start)
     log = common.MetricsLog(out, cfg.report_to) if acc.is_main_process else None
     if start:
         print(f"resuming from step {start}")
@@ -231,9 +232,13 @@ def train(cfg: Config) -> Path:
         all_rewards = common.gather(acc, rewards.cpu())
         passed, lengths = common.gather(acc, ro.passed), common.gather(acc, ro.lengths)
         kl = float(common.gather(acc, torch.tensor([kl])).mean())
+        # per completion: its advantage (the value head's: the mean over its tokens)
+        seq_adv = (advantages * mask).sum(-1) / mask.sum(-1).clamp(min=1) if advantages.dim() == 2 else advantages
+        samples = common.rollout_samples(acc, step, ro, rewards.cpu(), seq_adv.cpu())
         dt = time.time() - t0
         if not acc.is_main_process:
             continue
+        common.append_samples(out, samples)
 
         def mean(xs):
             return sum(xs) / len(xs) if xs else 0.0

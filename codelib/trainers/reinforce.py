@@ -95,7 +95,7 @@ def reinforce_loss(seq_logp: torch.Tensor, advantages: torch.Tensor) -> torch.Te
 
 
 def train(cfg: Config) -> Path:
-    """Run REINFORCE; returns the run directory (adapter, config.json, metrics.jsonl, checkpoint/)."""
+    """Run REINFORCE; returns the run directory (adapter, config.json, metrics.jsonl, samples.jsonl, checkpoint/)."""
     from codelib.tasks import load_tasks
 
     common.seed_everything(cfg.seed, cfg.threads)
@@ -118,6 +118,7 @@ def train(cfg: Config) -> Path:
     acc.wait_for_everyone()
     if acc.is_main_process:
         common.truncate_metrics(out / "metrics.jsonl", start)
+        common.truncate_metrics(out / "samples.jsonl", start)
     log = common.MetricsLog(out, cfg.report_to) if acc.is_main_process else None
     if start:
         print(f"resuming from step {start}")
@@ -154,9 +155,11 @@ def train(cfg: Config) -> Path:
         kl = common.kl_to_start(logp.detach(), common.reference_logprobs(policy, batch), batch.completion_mask)
         passed, lengths = common.gather(acc, ro.passed), common.gather(acc, ro.lengths)
         kl = float(common.gather(acc, torch.tensor([kl])).mean())
+        samples = common.rollout_samples(acc, step, ro, rewards, advantages)
         dt = time.time() - t0
         if not acc.is_main_process:
             continue
+        common.append_samples(out, samples)
         log.log(
             {
                 "step": step,
