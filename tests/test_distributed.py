@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from codelib.params import REPO_ROOT, config_to_dict, read_jsonl
-from codelib.trainers import grpo, reinforce
+from codelib.trainers import grpo, ppo, reinforce
 
 
 def launch(module: str, cfg, tmp_path):
@@ -47,6 +47,21 @@ def test_grpo_two_processes_identical_weights(tiny_sft, tmp_path):
     assert ranks["processes"] == 2
     a, b = ranks["trainable_sums"]
     assert a == b
+
+
+@pytest.mark.slow
+def test_ppo_value_head_two_processes_identical_weights(tiny_sft, tmp_path):
+    import torch
+
+    cfg = ppo.Config(profile="test", stage="ppo_ddp", init=str(tiny_sft), steps=2, batch_size=4, samples_per_task=2,
+                     ppo_epochs=2, critic="value_head", max_new_tokens=24, save_every=10, report_to="none", limit=32,
+                     learning_rate=1e-2, threads=1)  # fmt: skip
+    ranks = launch("codelib.trainers.ppo", cfg, tmp_path)
+    assert ranks["processes"] == 2
+    a, b = ranks["trainable_sums"]
+    assert a == b
+    head = torch.load(cfg.run_dir / "value_head.pt")
+    assert float(head["weight"].abs().sum()) > 0  # the value head trained (and was saved once, by rank 0)
 
 
 @pytest.mark.slow
