@@ -1449,7 +1449,7 @@ def _harness(req: dict, token: bytes, stdio: bool):
             exec(code, namespace)
         if req.get("plus_inputs"):
             result["outputs"] = _outputs(namespace.get(req["entry_point"]), req["plus_inputs"],
-                                         int(req.get("digest_over") or 0), dumps, sha256)  # fmt: skip
+                                         int(req.get("digest_over") or 0), sha256)  # fmt: skip
         result["done"] = True
     except SystemExit as e:
         result["exit"] = e.code if isinstance(e.code, (int, type(None))) else str(e.code)[:100]
@@ -1576,7 +1576,7 @@ def _compile(source: str, test_line: int) -> tuple[list, int]:
     return codes, total
 
 
-def _outputs(fn, plus_inputs: str, digest_over: int = 0, dumps=json.dumps, sha256=None) -> list:
+def _outputs(fn, plus_inputs: str, digest_over: int = 0, sha256=None) -> list:
     """The entry point's output on each plus input, encoded; a raising call gives an error tag. With digest_over,
     a plain output whose encoding is longer than that is replaced by {"h": its sha256}."""
     inputs = _decode_args(json.loads(plus_inputs))
@@ -1590,11 +1590,59 @@ def _outputs(fn, plus_inputs: str, digest_over: int = 0, dumps=json.dumps, sha25
             out.append({"e": type(e).__name__})
             continue
         if digest_over and _plain(enc):
-            text = dumps(enc, separators=(",", ":"))
-            if len(text) > digest_over:
-                enc = {"h": sha256(text.encode()).hexdigest()}
+            size, digest = _digest(enc, sha256)
+            if size > digest_over:
+                enc = {"h": digest}
         out.append(enc)
     return out
+
+
+def _digest(enc, sha256) -> tuple[int, str]:
+    """(length, sha256 hex) of a plain `_encode` tree's canonical text, streamed (the text is never built whole).
+
+    Numbers are written as `==` sees them (True as 1, 2.0 as 2, ints beyond 64 bits in hex), so outputs Python calls equal
+    (`[1, 2] == [1.0, 2.0]`) get equal digests; strings are length-prefixed, so no two trees share a text.
+    """
+    h, buf, size = sha256(), [], 0
+
+    def flush():
+        nonlocal size
+        chunk = "".join(buf).encode("utf-8", "surrogatepass")
+        size += len(chunk)
+        h.update(chunk)
+        buf.clear()
+
+    def feed(x):
+        if isinstance(x, list):
+            buf.append("[")
+            for v in x:
+                feed(v)
+            buf.append("]")
+        elif isinstance(x, dict):
+            ((tag, v),) = x.items()
+            if tag == "t":
+                buf.append("(")
+                for i in v:
+                    feed(i)
+                buf.append(")")
+            else:
+                buf.append(f"{v};" if tag == "i" else f"f{v};")  # "i": an int beyond 64 bits, in hex
+        elif x is None:
+            buf.append("N;")
+        elif isinstance(x, str):
+            buf.append(f"s{len(x)}:")
+            buf.append(x)
+        elif isinstance(x, float) and x.is_integer():
+            n = int(x)  # as `_encode` writes an int: decimal within 64 bits, hex beyond
+            buf.append(f"{n};" if -(1 << 63) <= n < (1 << 63) else f"{hex(n)};")
+        else:  # int (within 64 bits: `_encode` tags bigger ones), bool (as 0/1) or a non-integral float
+            buf.append(f"{int(x)};" if isinstance(x, bool) else f"{x!r};")
+        if len(buf) > 4096:
+            flush()
+
+    feed(enc)
+    flush()
+    return size, h.hexdigest()
 
 
 def _plain(enc) -> bool:

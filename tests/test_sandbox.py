@@ -511,16 +511,25 @@ def test_large_plus_outputs_travel_as_digests_and_still_judge():
     task = Task("Mbpp/9001", prompt, "assert many(2, 'a') == [('a', 0), ('a', 1)]", "many",
                 "    return [(s, i) for i in range(n)]\n", plus_inputs=json.dumps([[200_000, "ab"], [3, "c"]]))  # fmt: skip
     off_by_one = "    return [(s, i) for i in range(n - (n > 1000))]\n"
+    floats = "    return [(s, float(i)) for i in range(n)]\n"  # == says equal to the ints: so must the digest
     with Sandbox(workers=2) as b:
-        v = b.map([sandbox.task_job(task, c, plus=True) for c in (task.canonical_solution, off_by_one)])
+        jobs = [sandbox.task_job(task, c, plus=True) for c in (task.canonical_solution, off_by_one, floats)]
+        v = b.map(jobs)
     assert v[0].passed and v[0].tests_passed == v[0].tests_total == 3
     assert v[1].status == "failed" and "plus input 0" in v[1].detail
+    assert v[2].passed, v[2].detail
     assert not sandbox._plain(sandbox._encode([1.5, 2.5])) and not sandbox._plain(sandbox._encode({1, 2}))
     assert sandbox._plain(sandbox._encode([(1, "a", 2.5), None])) and sandbox._plain(sandbox._encode(10**40))
-    enc = sandbox._outputs(
-        lambda n: list(range(n)), "[[300000], [3]]", 1 << 20, json.dumps, __import__("hashlib").sha256
-    )
+    from hashlib import sha256
+
+    enc = sandbox._outputs(lambda n: list(range(n)), "[[300000], [3]]", 1 << 20, sha256)
     assert set(enc[0]) == {"h"} and enc[1] == [0, 1, 2]
+    digest = sandbox._digest
+    assert digest(sandbox._encode([1, (2, True)]), sha256) == digest(sandbox._encode([1.0, (2, 1)]), sha256)
+    assert digest(sandbox._encode(2**70), sha256) == digest(sandbox._encode(float(2**70)), sha256)
+    assert digest(sandbox._encode([10**5000]), sha256)[0] > 4000  # past int-to-str's digit limit: still hashed
+    for a, b in ((["ab", "c"], ["a", "bc"]), ([1, 2], (1, 2)), ([[1], 2], [1, [2]]), ([None], ["N;"]), ([1.5], [1])):
+        assert digest(sandbox._encode(a), sha256) != digest(sandbox._encode(b), sha256), (a, b)
     assert sandbox._decode(enc[0]) == sandbox._decode(dict(enc[0])) and sandbox._decode(enc[0]) != enc[0]["h"]
 
 
