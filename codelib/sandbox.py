@@ -44,6 +44,7 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass, replace
+from hashlib import sha256 as _sha256  # imported once by each worker, not by every program it forks
 
 DEFAULT_TIMEOUT_S = 5.0  # wall-time limit per program (per test case for stdio tasks)
 DEFAULT_MEMORY_MB = 1024  # address-space limit per process
@@ -1414,9 +1415,9 @@ def _harness(req: dict, token: bytes, stdio: bool):
     import builtins
     import random
     import types
-    from hashlib import sha256
 
-    write, report_fd, dumps = os.write, _REPORT_FD, json.dumps  # bound now: the program may monkeypatch os/json
+    # bound now: the program may monkeypatch os, json or hashlib
+    write, report_fd, dumps, sha256 = os.write, _REPORT_FD, json.dumps, _sha256
     sys.stdin = sys.__stdin__ = open(0, encoding="utf-8", errors="replace", closefd=False)
     sys.stdout = sys.__stdout__ = open(1, "w", encoding="utf-8", errors="replace", closefd=False)
     sys.stderr = sys.__stderr__ = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
@@ -1589,28 +1590,41 @@ def _outputs(fn, plus_inputs: str, digest_over: int = 0, sha256=None) -> list:
         except Exception as e:
             out.append({"e": type(e).__name__})
             continue
-        if digest_over and _plain(enc):
-            size, digest = _digest(enc, sha256)
-            if size > digest_over:
-                enc = {"h": digest}
+        digest = _digest(enc, sha256, digest_over) if digest_over and not _toleranced(enc) else None
+        if digest is not None:
+            enc = {"h": digest[1]}
         out.append(enc)
     return out
 
 
-def _digest(enc, sha256) -> tuple[int, str]:
-    """(length, sha256 hex) of a plain `_encode` tree's canonical text, streamed (the text is never built whole).
+class _NotPlain(Exception):
+    """A node `_same_plus_output` does not compare exactly: the output travels as its value."""
 
-    Numbers are written as `==` sees them (True as 1, 2.0 as 2, ints beyond 64 bits in hex), so outputs Python calls equal
-    (`[1, 2] == [1.0, 2.0]`) get equal digests; strings are length-prefixed, so no two trees share a text.
+
+def _digest(enc, sha256, over: int = 0) -> tuple[int, str] | None:
+    """(length, sha256 hex) of an `_encode` tree's canonical text when that text is longer than `over` bytes; None
+    when it is shorter or the tree holds a set, dict or object (compared otherwise). One walk; a short text is never
+    hashed, and the text is never held whole (chunks are held only until they pass `over`).
+
+    Numbers are written as `==` sees them (True as 1, 2.0 as 2, ints beyond 64 bits in hex), so outputs Python
+    calls equal (`[1, 2] == [1.0, 2.0]`) get equal digests; strings are length-prefixed, so no two trees share a text.
     """
-    h, buf, size = sha256(), [], 0
+    h, buf, held, size = None, [], [], 0
 
     def flush():
-        nonlocal size
+        nonlocal h, size
         chunk = "".join(buf).encode("utf-8", "surrogatepass")
-        size += len(chunk)
-        h.update(chunk)
         buf.clear()
+        size += len(chunk)
+        if h is not None:
+            h.update(chunk)
+            return
+        held.append(chunk)
+        if size > over:
+            h = sha256()
+            for c in held:
+                h.update(c)
+            held.clear()
 
     def feed(x):
         if isinstance(x, list):
@@ -1619,6 +1633,8 @@ def _digest(enc, sha256) -> tuple[int, str]:
                 feed(v)
             buf.append("]")
         elif isinstance(x, dict):
+            if len(x) != 1 or not ("t" in x or "i" in x or "f" in x):
+                raise _NotPlain
             ((tag, v),) = x.items()
             if tag == "t":
                 buf.append("(")
@@ -1640,33 +1656,28 @@ def _digest(enc, sha256) -> tuple[int, str]:
         if len(buf) > 4096:
             flush()
 
-    feed(enc)
+    try:
+        feed(enc)
+    except _NotPlain:
+        return None
     flush()
-    return size, h.hexdigest()
+    return (size, h.hexdigest()) if h is not None else None
 
 
-def _plain(enc) -> bool:
-    """Whether an `_encode` tree is compared exactly by `_same_plus_output`, so that equal values and only equal
-    values have equal encodings: None, bools, ints, strings, lists, tuples and floats inside them, but not a float
-    or a flat sequence of floats (those get a tolerance) nor sets, dicts or objects (compared otherwise)."""
+def _toleranced(enc) -> bool:
+    """A float or a flat sequence of floats: `_same_plus_output` compares it with a tolerance, so it needs values."""
 
     def is_float(v):
         return isinstance(v, float) or (isinstance(v, dict) and "f" in v)
 
     seq = enc if isinstance(enc, list) else enc.get("t") if isinstance(enc, dict) else None
-    if is_float(enc) or (seq is not None and all(is_float(v) for v in seq)):
-        return False
-    todo = [enc]
-    while todo:
-        x = todo.pop()
-        if isinstance(x, list):
-            todo.extend(x)
-        elif isinstance(x, dict):
-            if len(x) != 1 or not ("t" in x or "i" in x or "f" in x):
-                return False
-            if "t" in x:
-                todo.extend(x["t"])
-    return True
+    return is_float(enc) or (seq is not None and all(is_float(v) for v in seq))
+
+
+def _plain(enc) -> bool:
+    """Whether an `_encode` tree is compared exactly, so it may travel as a digest: None, bools, ints, strings,
+    lists, tuples and floats inside them, but not a float or a flat sequence of floats, nor sets, dicts or objects."""
+    return not _toleranced(enc) and _digest(enc, _sha256) is not None
 
 
 def _digest_ok(job: Job) -> bool:
