@@ -1680,12 +1680,14 @@ def _plain(enc) -> bool:
     return not _toleranced(enc) and _digest(enc, _sha256) is not None
 
 
+_SPECIAL_ORACLES = _MBPP_SET_EQ | _MBPP_NOT_NONE | {"are_equivalent", "sum_div", "surface_Area",
+                                                     "digit_distance_nums", "find_zero"}  # fmt: skip
+
+
 def _digest_ok(job: Job) -> bool:
     """Whether large outputs may be compared by digest: exact comparison (EvalPlus's special oracles and float
     tolerances need the values)."""
-    special = _MBPP_SET_EQ | _MBPP_NOT_NONE | {"are_equivalent", "sum_div", "surface_Area", "digit_distance_nums",
-                                                "find_zero"}  # fmt: skip
-    return job.atol == 0 and job.entry_point not in special
+    return job.atol == 0 and job.entry_point not in _SPECIAL_ORACLES
 
 
 def _serve(config: dict) -> None:

@@ -107,12 +107,16 @@ def reward_functions(cfg: Config) -> tuple[list, list[float]]:
     from codelib import sandbox
 
     sandbox.configure(workers=cfg.workers, timeout_s=cfg.timeout_s)
-    fns, weights = [], []
-    for name, weight in cfg.rewards.items():
+    fns = []
+    for name in cfg.rewards:
         kwargs = {"alpha": cfg.alpha} if name in ("length", "length_penalty") else {}
         fns.append(_Timed(R.make_reward(name, **kwargs)))
-        weights.append(float(weight))
-    return fns, weights
+    return fns, reward_weights(cfg)
+
+
+def reward_weights(cfg: Config) -> list[float]:
+    """One weight per reward term, in the order of cfg.rewards (the order reward_functions builds them in)."""
+    return [float(w) for w in cfg.rewards.values()]
 
 
 def build_dataset(cfg: Config, tokenizer):
@@ -218,7 +222,7 @@ def grpo_args(cfg: Config, out):
         epsilon=cfg.epsilon,
         num_iterations=cfg.num_iterations,
         scale_rewards=cfg.scale_rewards,
-        reward_weights=[float(w) for w in cfg.rewards.values()],  # the order reward_functions builds them in
+        reward_weights=reward_weights(cfg),
         temperature=cfg.temperature,
         top_p=cfg.top_p,
         max_completion_length=cfg.max_new_tokens,
