@@ -57,13 +57,14 @@ def assert_clean(box) -> None:
         assert processes_of(program_uids(box)) == []
     for w in box._pool:
         pid = w.proc.pid
-        assert open(f"/proc/{pid}/task/{pid}/children").read().split() == []
-        root = w.caps["root"]
-        view = root if "filesystem" in w.caps.get("missing", {}) else f"/proc/{pid}/root{root}"
-        try:
-            assert sorted(os.listdir(view)) == ["private"]
-        except PermissionError:
-            pass  # another user's mount namespace: not inspectable from here
+        init = [str(w.caps["init_pid"])] if w.caps.get("init_pid") else []
+        assert open(f"/proc/{pid}/task/{pid}/children").read().split() == init  # the pid namespace's init only
+        if w.caps.get("chroot"):
+            try:  # the worker's /tmp and private area: each run's /tmp was its own tmpfs, gone with the run
+                assert os.listdir(f"/proc/{pid}/root/tmp") == []
+                assert os.listdir(f"/proc/{pid}/root/.private") == []
+            except PermissionError:
+                pass  # another user's mount namespace: not inspectable from here
 
 
 def function_job(completion: str, tests: str, prompt: str = "def f(x):\n", timeout_s: float | None = None) -> Job:
@@ -218,7 +219,9 @@ def test_cannot_write_outside_its_directory(box):
     if "filesystem" in missing(box) or "uid" in missing(box):
         pytest.skip(f"no file-system isolation here: {missing(box)}")
     name = f"codelib-escape-{uuid.uuid4().hex}"
-    targets = [f"/tmp/{name}", f"/var/tmp/{name}", f"/dev/shm/{name}", os.path.join(REPO, name), f"/root/{name}"]
+    # its working directory is /tmp (a tmpfs of its own): everything else is read-only or absent
+    targets = [f"/{name}", f"/var/tmp/{name}", f"/dev/shm/{name}", os.path.join(REPO, name), f"/root/{name}",
+               f"/.private/{name}", f"/usr/{name}"]  # fmt: skip
     program = (
         "import os\n"
         f"for path in {targets!r}:\n"
@@ -305,7 +308,8 @@ def test_cannot_kill_its_worker(box):
     before = box.worker_pids()
     program = (
         "import os, signal\n"
-        "for target in (os.getppid(), -os.getpgid(os.getppid())):\n"
+        "print(os.getppid())  # 0: the worker lives outside the program's pid namespace, out of reach\n"
+        "for target in (1, -1 * os.getpgid(1)):  # the namespace's init, and its group\n"
         "    try:\n"
         "        os.kill(target, signal.SIGKILL)\n"
         "    except OSError as e:\n"
@@ -314,7 +318,7 @@ def test_cannot_kill_its_worker(box):
         "print('alive')\n"
     )
     v = box.map([program])[0]
-    assert v.passed and v.stdout.split() == ["1", "1", "alive"]  # EPERM twice
+    assert v.passed and v.stdout.split() == ["0", "1", "1", "alive"]  # EPERM twice
     assert box.worker_pids() == before and box.map(["pass"])[0].passed
     assert_clean(box)
 
@@ -453,7 +457,7 @@ def test_fallback_without_root_still_judges_and_cleans_up():
 
 
 def test_isolation_is_reported(box):
-    assert set(box.isolation) >= {"uid", "pid", "root", "missing"}
+    assert set(box.isolation) >= {"uid", "judge_uid", "pid", "missing", "chroot", "cgroups"}
     if os.geteuid() == 0:
         assert box.isolation["uid"] is not None
 
@@ -518,19 +522,22 @@ def test_large_plus_outputs_travel_as_digests_and_still_judge():
     assert v[0].passed and v[0].tests_passed == v[0].tests_total == 3
     assert v[1].status == "failed" and "plus input 0" in v[1].detail
     assert v[2].passed, v[2].detail
-    assert not sandbox._plain(sandbox._encode([1.5, 2.5])) and not sandbox._plain(sandbox._encode({1, 2}))
-    assert sandbox._plain(sandbox._encode([(1, "a", 2.5), None])) and sandbox._plain(sandbox._encode(10**40))
     from hashlib import sha256
 
-    enc = sandbox._outputs(lambda n: list(range(n)), "[[300000], [3]]", 1 << 20, sha256)
+    from codelib.sandbox import harness, wire
+
+    assert not wire.plain(wire.encode([1.5, 2.5]), sha256) and not wire.plain(wire.encode({1, 2}), sha256)
+    assert wire.plain(wire.encode([(1, "a", 2.5), None]), sha256) and wire.plain(wire.encode(10**40), sha256)
+    enc = harness._outputs(lambda n: list(range(n)), "[[300000], [3]]", 1 << 20, sha256)
     assert set(enc[0]) == {"h"} and enc[1] == [0, 1, 2]
-    digest = sandbox._digest
-    assert digest(sandbox._encode([1, (2, True)]), sha256) == digest(sandbox._encode([1.0, (2, 1)]), sha256)
-    assert digest(sandbox._encode(2**70), sha256) == digest(sandbox._encode(float(2**70)), sha256)
-    assert digest(sandbox._encode([10**5000]), sha256)[0] > 4000  # past int-to-str's digit limit: still hashed
+    digest = wire.digest
+    assert digest(wire.encode([1, (2, True)]), sha256) == digest(wire.encode([1.0, (2, 1)]), sha256)
+    assert digest(wire.encode(2**70), sha256) == digest(wire.encode(float(2**70)), sha256)
+    assert digest(wire.encode([10**5000]), sha256)[0] > 4000  # past int-to-str's digit limit: still hashed
     for a, b in ((["ab", "c"], ["a", "bc"]), ([1, 2], (1, 2)), ([[1], 2], [1, [2]]), ([None], ["N;"]), ([1.5], [1])):
-        assert digest(sandbox._encode(a), sha256) != digest(sandbox._encode(b), sha256), (a, b)
-    assert sandbox._decode(enc[0]) == sandbox._decode(dict(enc[0])) and sandbox._decode(enc[0]) != enc[0]["h"]
+        assert digest(wire.encode(a), sha256) != digest(wire.encode(b), sha256), (a, b)
+    h = wire.decode(enc[0], extra="h")
+    assert h == wire.decode(dict(enc[0]), extra="h") and h != enc[0]["h"]
 
 
 def test_a_flooded_report_channel_is_an_error_not_a_verdict(box):
@@ -546,7 +553,8 @@ def test_a_flooded_report_channel_is_an_error_not_a_verdict(box):
 
 
 def test_stdout_comparison():
-    same = sandbox._same_stdout
+    from codelib.sandbox.plus import same_stdout as same
+
     assert same("1 2\n3  \n\n", "1 2\n3")[0]
     assert same("0.3333333", "0.333333333")[0]  # float tolerance 1e-6
     assert not same("1000001", "1000000")[0]  # integers are exact
@@ -555,7 +563,13 @@ def test_stdout_comparison():
 
 
 def test_values_cross_the_process_boundary_as_data():
-    values = [(1, [2, (3,)]), {1, 2}, {(1, 2): "a"}, 1 + 2j, 10**40, float("inf"), b"ab", None, True, [1.5, "s"]]
+    from codelib.sandbox import wire
+
+    values = [(1, [2, (3,)]), {1, 2}, frozenset({3}), {(1, 2): "a"}, 1 + 2j, 10**40, float("inf"), b"ab", None, True,
+              [1.5, "s"]]  # fmt: skip
     for value in values:
-        assert sandbox._decode(json.loads(json.dumps(sandbox._encode(value)))) == value
-    assert sandbox._decode(json.loads(json.dumps(sandbox._encode(object()))))[0] == "<object>"
+        back = wire.decode(wire.loads(json.dumps(wire.encode(value))))
+        assert back == value and type(back) is type(value)
+    for not_plain in (object(), (x for x in "ab"), ValueError("x"), type("Eq", (), {"__eq__": lambda s, o: True})()):
+        with pytest.raises(wire.WireError):
+            wire.encode(not_plain)

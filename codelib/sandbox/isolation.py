@@ -1,0 +1,297 @@
+"""The worker's confinement primitives: namespaces, the allow-list root, cgroups v1/v2, seccomp. Standard library only.
+
+Linux only. Each function either does what it says or raises OSError; the worker records what it could not do in
+`missing`, which the pool reports (`Sandbox.isolation`) and warns about once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+
+
+CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x02000000, 0x04000000, 0x08000000
+CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWTIME = 0x10000000, 0x20000000, 0x40000000, 0x00000080
+CLONE_NEW_ANY = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID
+CLONE_NEW_ANY |= CLONE_NEWNET | CLONE_NEWTIME
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 32, 4096, 0x4000, 1 << 18
+MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_SECCOMP, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 4, 22, 36, 38
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def call(fn: str, *args) -> None:
+    if getattr(_libc, fn)(*args) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{fn}: {os.strerror(err)}")
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = lambda s: s.encode() if s is not None else None  # noqa: E731
+    call("mount", enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data))
+
+
+def prctl(option: int, value: int) -> None:
+    call("prctl", option, ctypes.c_ulong(value), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+
+
+def unshare(flags: int) -> None:
+    call("unshare", flags)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the root a program sees: an allow-list of read-only binds on an empty tmpfs
+
+
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
+ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "nsswitch.conf", "passwd", "group", "hosts",
+             "alternatives", "os-release", "mime.types")  # fmt: skip
+DEV_FILES = ("null", "zero", "full", "random", "urandom")
+_ST_TO_MS = ((os.ST_RDONLY, MS_RDONLY), (os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV),
+             (os.ST_NOEXEC, MS_NOEXEC), (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME),
+             (os.ST_RELATIME, MS_RELATIME))  # fmt: skip
+
+
+def _bind_readonly(source: str, target: str) -> None:
+    if os.path.isdir(source):
+        os.makedirs(target, 0o755, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), 0o755, exist_ok=True)
+        if not os.path.exists(target):
+            open(target, "w").close()
+    mount(source, target, None, MS_BIND | MS_REC)
+    # a remount keeps the flags the source was mounted with (a user namespace may not clear them): add read-only
+    locked = os.statvfs(target).f_flag
+    flags = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV
+    flags |= sum(ms for st, ms in _ST_TO_MS if locked & st)
+    mount(None, target, None, flags)
+
+
+def build_root(new: str, python_paths: list[str], tmpfs_mb: int) -> None:
+    """Populate `new` (an empty directory on a tmpfs) with what a program may see, read-only: the system's
+    binaries and libraries, a few files of /etc, the interpreter, its stdlib and site-packages, five devices. Then
+    an empty /proc (mounted by the pid namespace's init), /tmp (a tmpfs; each run mounts its own over it) and a
+    root-only /.private for the worker. Nothing else: no home, no repository, no checkout, no cache."""
+    for path in SYSTEM_DIRS:
+        if os.path.islink(path):
+            os.symlink(os.readlink(path), new + path)
+        elif os.path.isdir(path):
+            _bind_readonly(path, new + path)
+    for name in ETC_FILES:
+        path = "/etc/" + name
+        if os.path.exists(path):
+            _bind_readonly(os.path.realpath(path) if not os.path.isdir(path) else path, new + path)
+    keep = sorted({os.path.realpath(p) for p in python_paths if os.path.isdir(p)})
+    for path in keep:  # the outermost of nested paths: a recursive bind brings the rest
+        if not any(path != q and path.startswith(q + "/") for q in keep) and not _covered(new, path):
+            _bind_readonly(path, new + path)
+    os.makedirs(new + "/dev", 0o755)
+    for name in DEV_FILES:
+        if os.path.exists("/dev/" + name):
+            open(new + "/dev/" + name, "w").close()
+            mount("/dev/" + name, new + "/dev/" + name, None, MS_BIND)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):  # fmt: skip
+        os.symlink(target, new + "/dev/" + name)
+    os.makedirs(new + "/proc", 0o555)
+    os.makedirs(new + "/tmp", 0o755)
+    mount("tmpfs", new + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={int(tmpfs_mb)}m,mode=755")
+    os.makedirs(new + "/.private", 0o700)
+
+
+def _covered(new: str, path: str) -> bool:
+    """Whether `path` is already visible in `new` through a system bind (e.g. /usr/lib/python3.11)."""
+    return any(path == d or path.startswith(d + "/") for d in SYSTEM_DIRS if os.path.isdir(new + d))
+
+
+def map_user(uid: int, gid: int) -> None:
+    """In a fresh user namespace: be root there, as `uid` outside (the only mapping an unprivileged user may write)."""
+    with open("/proc/self/setgroups", "w") as f:
+        f.write("deny")
+    with open("/proc/self/uid_map", "w") as f:
+        f.write(f"0 {uid} 1")
+    with open("/proc/self/gid_map", "w") as f:
+        f.write(f"0 {gid} 1")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# cgroups: a memory and pids bound per worker, v2 (unified) first, then v1
+
+
+def cgroup_v2(mountpoint: str, path: str, name: str, memory_bytes: int, max_pids: int) -> list[str]:
+    """A child group `name` of the worker's cgroup `path` under a cgroup2 mount, with memory.max and pids.max.
+
+    Needs the memory and pids controllers enabled for the children of `path` (they are, or we may enable them:
+    root, or a delegated subtree). Returns [group dir]; raises OSError naming what is missing."""
+    parent = os.path.join(mountpoint, path.lstrip("/"))
+    with open(os.path.join(parent, "cgroup.controllers")) as f:
+        available = set(f.read().split())
+    if not {"memory", "pids"} <= available:
+        raise OSError(f"cgroup v2 at {parent} lacks the memory/pids controllers ({' '.join(sorted(available))})")
+    with open(os.path.join(parent, "cgroup.subtree_control")) as f:
+        enabled = set(f.read().split())
+    if not {"memory", "pids"} <= enabled:
+        with open(os.path.join(parent, "cgroup.subtree_control"), "w") as f:
+            f.write("+memory +pids")  # EBUSY when processes live in `parent` (the no-internal-process rule)
+    group = os.path.join(parent, name)
+    os.mkdir(group)
+    try:
+        for file, value in (("memory.max", memory_bytes), ("memory.swap.max", 0), ("pids.max", max_pids)):
+            if file != "memory.swap.max" or os.path.exists(os.path.join(group, file)):
+                with open(os.path.join(group, file), "w") as f:
+                    f.write(str(value))
+    except OSError:
+        os.rmdir(group)
+        raise
+    return [group]
+
+
+def cgroup_v1(root: str, lines: list[str], name: str, memory_bytes: int, max_pids: int) -> list[str]:
+    """A group `name` in the v1 memory and pids hierarchies below the worker's own."""
+    groups = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        for ctl in controllers.split(","):
+            if ctl not in ("memory", "pids"):
+                continue
+            group = os.path.join(root, ctl, path.lstrip("/"), name)
+            os.mkdir(group)
+            try:
+                file, value = ("memory.limit_in_bytes", memory_bytes) if ctl == "memory" else ("pids.max", max_pids)
+                with open(os.path.join(group, file), "w") as f:
+                    f.write(str(value))
+            except OSError:
+                os.rmdir(group)
+                raise
+            groups.append(group)
+    if len(groups) < 2:
+        for g in groups:
+            os.rmdir(g)
+        raise OSError("no writable v1 memory and pids hierarchies")
+    return groups
+
+
+def cgroups(name: str, memory_bytes: int, max_pids: int) -> tuple[list[str], str]:
+    """Groups bounding a worker's programs: (dirs, "") or ([], why not)."""
+    lines = open("/proc/self/cgroup").read().splitlines()
+    why = []
+    v2 = [line.split("::", 1)[1] for line in lines if line.startswith("0::")]
+    for mnt in _cgroup2_mounts():
+        if v2:
+            try:
+                return cgroup_v2(mnt, v2[0], name, memory_bytes, max_pids), ""
+            except OSError as e:
+                why.append(f"v2: {e.strerror or e}")
+    try:
+        return cgroup_v1("/sys/fs/cgroup", [x for x in lines if not x.startswith("0::")], name, memory_bytes,
+                         max_pids), ""  # fmt: skip
+    except OSError as e:
+        why.append(f"v1: {e.strerror or e}")
+    return [], "; ".join(why)
+
+
+def _cgroup2_mounts() -> list[str]:
+    try:
+        with open("/proc/self/mountinfo") as f:
+            return [line.split()[4] for line in f if " - cgroup2 " in line]
+    except OSError:
+        return []
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# seccomp: the system calls a program never needs and an attacker would use
+
+
+_DENY = {
+    "x86_64": dict(msgget=68, msgsnd=69, msgrcv=70, msgctl=71, semget=64, semop=65, semctl=66, semtimedop=220,
+                   shmget=29, shmat=30, shmctl=31, shmdt=67, mq_open=240, mq_unlink=241, mq_timedsend=242,
+                   mq_timedreceive=243, mq_notify=244, mq_getsetattr=245, add_key=248, request_key=249, keyctl=250,
+                   ptrace=101, process_vm_readv=310, process_vm_writev=311, unshare=272, setns=308, mount=165,
+                   umount2=166, pivot_root=155, chroot=161, bpf=321, perf_event_open=298, userfaultfd=323,
+                   io_uring_setup=425, io_uring_enter=426, io_uring_register=427, kexec_load=246, init_module=175,
+                   finit_module=313, delete_module=176, reboot=169, swapon=167, swapoff=168, open_by_handle_at=304,
+                   name_to_handle_at=303, open_tree=428, move_mount=429, fsopen=430, fsmount=432, fspick=433,
+                   mount_setattr=442, pidfd_getfd=438, kcmp=312, acct=163, syslog=103, quotactl=179),
+    "aarch64": dict(msgget=186, msgctl=187, msgrcv=188, msgsnd=189, semget=190, semctl=191, semtimedop=192,
+                    semop=193, shmget=194, shmctl=195, shmat=196, shmdt=197, mq_open=180, mq_unlink=181,
+                    mq_timedsend=182, mq_timedreceive=183, mq_notify=184, mq_getsetattr=185, add_key=217,
+                    request_key=218, keyctl=219, ptrace=117, process_vm_readv=270, process_vm_writev=271,
+                    unshare=97, setns=268, mount=40, umount2=39, pivot_root=41, chroot=51, bpf=280,
+                    perf_event_open=241, userfaultfd=282, io_uring_setup=425, io_uring_enter=426,
+                    io_uring_register=427, kexec_load=104, init_module=105, finit_module=273, delete_module=106,
+                    reboot=142, swapon=224, swapoff=225, open_by_handle_at=265, name_to_handle_at=264, open_tree=428,
+                    move_mount=429, fsopen=430, fsmount=432, fspick=433, mount_setattr=442, pidfd_getfd=438,
+                    kcmp=272, acct=89, syslog=116, quotactl=60),
+}  # fmt: skip
+_ARCH = {"x86_64": (0xC000003E, 56, 435), "aarch64": (0xC00000B7, 220, 435)}  # audit arch, clone, clone3
+_EPERM, _ENOSYS = 1, 38
+_RET_ALLOW, _RET_ERRNO, _RET_KILL = 0x7FFF0000, 0x00050000, 0x80000000
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def seccomp_program():
+    """A BPF filter (as the ctypes struct prctl takes): the `_DENY` calls fail with EPERM, clone3 with ENOSYS (libc
+    then uses clone, whose flags a filter can read), clone with a CLONE_NEW* flag with EPERM, a foreign
+    architecture (x32, 32-bit compat calls) kills the process. None on an architecture without a table."""
+    machine = platform.machine()
+    if machine not in _DENY:
+        return None
+    arch, clone, clone3 = _ARCH[machine]
+    body: list[tuple] = []  # (code, jt target or 0, jf, k); targets: "allow", "eperm", "enosys", "kill"
+    body.append((0x20, 0, 0, 4))  # ld arch
+    body.append((0x15, 0, "kill", arch))  # jeq arch, else kill
+    body.append((0x20, 0, 0, 0))  # ld nr
+    if machine == "x86_64":
+        body.append((0x35, "kill", 0, 0x40000000))  # jge x32
+    for nr in sorted(set(_DENY[machine].values())):
+        body.append((0x15, "eperm", 0, nr))
+    body.append((0x15, "enosys", 0, clone3))
+    body.append((0x15, 0, "allow", clone))  # not clone: allow
+    body.append((0x20, 0, 0, 16))  # ld args[0] (low word)
+    body.append((0x45, "eperm", "allow", CLONE_NEW_ANY))  # jset
+    ends = {"allow": _RET_ALLOW, "eperm": _RET_ERRNO | _EPERM, "enosys": _RET_ERRNO | _ENOSYS, "kill": _RET_KILL}
+    at = {name: len(body) + i for i, name in enumerate(ends)}
+    insns = []
+    for i, (code, jt, jf, k) in enumerate(body):
+        jt = at[jt] - i - 1 if isinstance(jt, str) else jt
+        jf = at[jf] - i - 1 if isinstance(jf, str) else jf
+        insns.append((code, jt, jf, k))
+    insns += [(0x06, 0, 0, v) for v in ends.values()]
+    arr = (_SockFilter * len(insns))(*[_SockFilter(*x) for x in insns])
+    prog = _SockFprog(len(insns), arr)
+    prog._keep = arr
+    return prog
+
+
+def install_seccomp(prog) -> None:
+    """Install `prog` in this process (needs no_new_privs); inherited by every child, irrevocable."""
+    call("prctl", PR_SET_SECCOMP, ctypes.c_ulong(2), ctypes.byref(prog), ctypes.c_ulong(0), ctypes.c_ulong(0))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# capabilities
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def drop_capabilities() -> None:
+    """capset(2) with empty sets: no capability left, in any namespace."""
+    header, data = _CapHeader(0x20080522, 0), (_CapData * 2)()  # _LINUX_CAPABILITY_VERSION_3: two 32-bit words
+    call("capset", ctypes.byref(header), data)
+
+

@@ -1,0 +1,425 @@
+"""Jobs and verdicts (parent side): what to run, which judge runs a task's tests, and the verdict from the replies.
+
+Every field a worker or judge sends back is checked here (types, ranges); a malformed reply is an `error` verdict
+with a detail, never an exception in the caller.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import collections
+import functools
+import json
+import math
+import sys
+from dataclasses import dataclass, replace
+
+from . import plus, wire
+
+REFERENCE_TIMEOUT_S = 120.0  # canonical solutions on all plus inputs: HumanEval+/15 takes ~15 s, MBPP+/599 ~50 s
+PLUS_TIME_FACTOR = 4.0  # a candidate on plus inputs may take timeout_s + 4x the canonical solution's time
+# address space for a reference on plus inputs, and for a candidate judged on them: MBPP+/255's 112 inputs make
+# 2M tuples (the reference needs ~2 GB to build them), and a correct candidate must build the same
+PLUS_MEMORY_MB = 4096
+JUDGE_MEMORY_MB = 2048  # the judge's address space (it holds the tests and the program's answers)
+# a plain output (ints, strings, lists, tuples) whose encoding is longer than this travels as its sha256: equal
+# values have equal encodings, and neither the judge nor the trainer ever holds a huge output (MBPP+/255: 2M tuples)
+DIGEST_OVER_BYTES = 1 << 20
+REPORT_CAP_BYTES = 64 << 20  # a judge's or harness's report beyond this is an error, not a verdict
+VERDICT_STDOUT_CHARS = 65536  # what a Verdict keeps of stdout
+STATUSES = ("passed", "failed", "timeout", "error")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The sandbox's judgement of one job."""
+
+    status: str  # "passed" | "failed" | "timeout" | "error"
+    passed: bool
+    detail: str = ""  # short reason: failing assert, exception line, signal, limit hit
+    duration_s: float = 0.0
+    stdout: str = ""  # capped at VERDICT_STDOUT_CHARS
+    tests_passed: int = 0  # asserts (or stdio cases, or plus inputs) that passed
+    tests_total: int = 0
+    judge: str = "inside"  # "outside": tests ran in the judge / output compared in the parent; "inside": in-process
+
+
+@dataclass(frozen=True)
+class Job:
+    """One thing to judge.
+
+    kind "program": run `program` in one process (the tests inside it); passed when it runs to its end. Asserts from
+    line `test_line` on are counted one by one (0: the program is one test).
+    kind "function": `program` (the prompt + the completion) serves calls; `tests` run in the judge with `names`
+    bound to proxies, after `prelude` (the task's prompt: its helpers) and `imports` (stdlib modules the tests use).
+    kind "stdio": the program runs once per case (stdin from a file); each output is compared in the parent.
+    plus_inputs (JSON list of argument lists) with `reference`: `entry_point` is called on each input and the
+    outputs are compared, in the parent, with the reference program's outputs (EvalPlus-style).
+    """
+
+    program: str
+    kind: str = "program"  # "program" | "function" | "stdio"
+    stdin: str | None = None
+    cases: tuple = ()  # stdio: ({"input": str, "output": str}, ...)
+    test_line: int = 0
+    entry_point: str = ""
+    plus_inputs: str = ""
+    reference: Job | None = None
+    atol: float = 0.0
+    task_id: str = ""
+    timeout_s: float | None = None  # None: the pool's default
+    memory_mb: int | None = None
+    tests: str = ""  # function: the test code (runs in the judge)
+    prelude: str = ""  # function: the task's prompt, run in the judge before the tests
+    names: tuple = ()  # function: the program's names the tests call (proxied)
+    imports: tuple = ()  # function: stdlib modules the tests use without importing them
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# which judge: outside whenever the tests only call the entry point with plain data
+
+
+# tasks whose tests pass an object or function to the entry point, or inspect what it returns beyond plain data
+INSIDE_TASKS: dict[str, str] = {}
+
+
+@functools.lru_cache(maxsize=4096)
+def judge_plan(prompt: str, tests: str, entry_point: str, task_id: str = "") -> tuple:
+    """("outside", names, imports) when the task's tests can run in the judge, else ("inside", reason)."""
+    if task_id in INSIDE_TASKS:
+        return ("inside", INSIDE_TASKS[task_id])
+    try:
+        prompt_tree, tests_tree = ast.parse(prompt), ast.parse(tests)
+    except SyntaxError:
+        return ("inside", "the prompt or the tests do not parse on their own")
+    if any(isinstance(n, ast.ClassDef) for n in ast.walk(prompt_tree)):
+        return ("inside", "the prompt defines a class: its objects cannot cross to the judge")
+    defined = _bound(prompt_tree)
+    free = _free(tests_tree) - defined - {entry_point} - set(dir(builtins))
+    modules = {n for n in free if n in sys.stdlib_module_names}
+    if free - modules:
+        return ("inside", f"the tests use names the solution defines: {', '.join(sorted(free - modules))}")
+    callers = {entry_point, "candidate"}
+    for node in ast.walk(tests_tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in callers:
+            for arg in list(node.args) + [k.value for k in node.keywords]:
+                if any(isinstance(n, (ast.Lambda, ast.GeneratorExp)) for n in ast.walk(arg)):
+                    return ("inside", "the tests pass a function or generator to the entry point")
+                if isinstance(arg, ast.Name) and callable(getattr(builtins, arg.id, None)):
+                    return ("inside", "the tests pass a function to the entry point")
+    return ("outside", (entry_point,), tuple(sorted(modules)))
+
+
+def _bound(tree) -> set:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+    return names
+
+
+def _free(tree) -> set:
+    loaded = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return loaded - _bound(tree)
+
+
+def task_job(task, completion: str, plus: bool = False, timeout_s: float | None = None, memory_mb: int | None = None):
+    """The job that checks `completion` (the text appended to `task.prompt`; stdio: the program) on one task.
+
+    plus=True adds the task's HumanEval+/MBPP+ extra inputs, judged against its canonical solution.
+    """
+    from codelib import tasks as T
+
+    limits = getattr(T, "limits_for", None)
+    if limits is not None:
+        timeout_s, memory_mb = limits(task, timeout_s, memory_mb)
+    if task.kind == "stdio":
+        cases = tuple(json.loads(task.tests))
+        return Job(completion, kind="stdio", cases=cases, task_id=task.task_id, timeout_s=timeout_s,
+                   memory_mb=memory_mb)  # fmt: skip
+    call = f"\n\ncheck({task.entry_point})\n" if "def check(" in task.tests else ""
+    plan = judge_plan(task.prompt, task.tests + call, task.entry_point, task.task_id)
+    with_plus = plus and bool(task.plus_inputs)
+    if plan[0] == "outside":
+        job = Job(task.prompt + completion, kind="function", tests=task.tests + call, prelude=task.prompt,
+                  names=plan[1], imports=plan[2], entry_point=task.entry_point, task_id=task.task_id)  # fmt: skip
+        reference = replace(job, program=task.prompt + task.canonical_solution, tests="")
+    else:
+        program = T.program_for(task, completion)
+        at = program.rfind(task.tests) if task.tests else -1
+        test_line = program.count("\n", 0, at) + 1 if at >= 0 else 1
+        job = Job(program, test_line=test_line, entry_point=task.entry_point, task_id=task.task_id)
+        reference = Job(task.prompt + task.canonical_solution, entry_point=task.entry_point, task_id=task.task_id)
+    if with_plus:
+        job = replace(job, plus_inputs=task.plus_inputs, reference=reference, atol=task.atol)
+    return replace(job, timeout_s=timeout_s, memory_mb=memory_mb)
+
+
+def reference_key(job: Job) -> tuple:
+    return (job.reference.kind, job.reference.program, job.plus_inputs)
+
+
+def reference_job(job: Job, box) -> Job:
+    """The reference (canonical solution) run on the job's plus inputs, with a reference's limits."""
+    return replace(job.reference, plus_inputs=job.plus_inputs, atol=job.atol, timeout_s=box.reference_timeout_s,
+                   memory_mb=max(PLUS_MEMORY_MB, job.memory_mb or box.memory_mb))  # fmt: skip
+
+
+REFERENCE_CACHE: collections.OrderedDict = collections.OrderedDict()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# a run: the steps one job needs (one, or one per stdio case) and its verdict
+
+
+def _cap_for(output: str, floor: int) -> int:
+    """An output cap that does not tell the program the expected output's length: a power of two above twice it."""
+    need = 2 * len(output.encode()) + 4096
+    return max(floor, 1 << (need - 1).bit_length())
+
+
+class Run:
+    def __init__(self, job: Job, box, expected: dict):
+        self.job, self.box = job, box
+        self.timeout = float(job.timeout_s if job.timeout_s is not None else box.timeout_s)
+        self.memory = int(job.memory_mb if job.memory_mb is not None else box.memory_mb)
+        self.finished, self.case, self.duration = False, 0, 0.0
+        self.out: dict = {}
+        self.ref = None
+        self.digest_over = DIGEST_OVER_BYTES if job.plus_inputs and plus.digest_ok(job) else 0
+        if job.reference is not None and job.plus_inputs:
+            self.ref = expected.get(reference_key(job))
+            if self.ref is None:
+                self._finish(status="error", detail="reference solution failed on the plus inputs")
+                return
+            self.timeout += PLUS_TIME_FACTOR * self.ref[1]
+            self.memory = max(self.memory, PLUS_MEMORY_MB)
+        if job.kind == "stdio" and not job.cases:
+            self._finish(status="error", detail="a stdio job without cases")
+
+    def next_step(self) -> dict:
+        j = self.job
+        req = dict(kind=j.kind, program=j.program, stdin=j.stdin, timeout_s=self.timeout, memory_mb=self.memory,
+                   cap=self.box.max_output_bytes)  # fmt: skip
+        step = dict(request=req, budget=self.timeout + 1.0)
+        if j.kind == "stdio":
+            case = j.cases[self.case]
+            req.update(stdin=str(case["input"]), cap=_cap_for(str(case["output"]), self.box.max_output_bytes))
+        elif j.kind == "function":
+            req["judge_memory_mb"] = max(JUDGE_MEMORY_MB, self.memory if j.plus_inputs else 0)
+            spec = dict(prelude=j.prelude, tests=j.tests, names=list(j.names), imports=list(j.imports),
+                        entry_point=j.entry_point, plus_inputs=j.plus_inputs, digest_over=self.digest_over)  # fmt: skip
+            step["spec"] = json.dumps(spec).encode()
+            step["budget"] += 2.0
+        else:
+            req.update(test_line=j.test_line, entry_point=j.entry_point, plus_inputs=j.plus_inputs,
+                       digest_over=self.digest_over)  # fmt: skip
+        return step
+
+    def fail(self, reply: dict) -> None:
+        self.duration += float(reply.get("duration_s", 0.0))
+        self._finish(status=reply["status"], detail=reply["detail"])
+
+    def _finish(self, **fields) -> None:
+        self.out.update(fields)
+        self.finished = True
+
+    def feed(self, reply: dict, result: bytes | None) -> None:
+        """Take one step's replies (the worker's, and the judge's for a function job): checked, never trusted."""
+        try:
+            if isinstance(reply.get("status"), str) and reply.get("kind") != "function" and "tests_total" not in reply:
+                raise _Malformed(reply.get("detail") or "the worker failed")  # an internal error of the worker
+            self.duration += _num(reply, "duration_s")
+            stdout = _str(reply, "stdout")
+            if self.job.kind == "stdio":
+                return self._feed_case(reply, stdout)
+            if self.job.kind == "function":
+                return self._feed_function(reply, result, stdout)
+            return self._feed_program(reply, stdout)
+        except _Malformed as e:
+            self._finish(status="error", detail=f"malformed reply: {e}"[:300], tests_passed=0, tests_total=1)
+
+    def _feed_case(self, reply: dict, stdout: str) -> None:
+        n = len(self.job.cases)
+        where = f"case {self.case + 1}/{n}"
+        status = _status(reply)
+        self.out.update(stdout=stdout, tests_passed=self.case, tests_total=n)
+        if status != "passed":
+            return self._finish(status=status if status != "failed" else "error", detail=f"{where}: {_str(reply, 'detail')}")
+        same, why = plus.same_stdout(stdout, str(self.job.cases[self.case]["output"]))
+        if not same:
+            return self._finish(status="failed", detail=f"{where}: wrong answer: {why}")
+        self.case += 1
+        if self.case == n:
+            self._finish(status="passed", detail="", tests_passed=n)
+
+    def _feed_program(self, reply: dict, stdout: str) -> None:
+        total = _int(reply, "tests_total")
+        passed = min(_int(reply, "tests_passed"), total)
+        self.out.update(stdout=stdout, tests_passed=passed, tests_total=total)
+        status, detail = _status(reply), _str(reply, "detail")
+        outputs = reply.get("outputs")
+        if self.ref is not None and outputs is not None:
+            status, detail = self._compare_plus(outputs, status, detail)
+        elif self.ref is None and outputs is not None and reply.get("done") is True:
+            self.out["outputs"] = _decode_outputs(outputs)
+        self._finish(status=status, detail=detail)
+
+    def _feed_function(self, reply: dict, result: bytes | None, stdout: str) -> None:
+        self.out["stdout"] = stdout
+        r = _judge_result(result)
+        total = r.get("total", 0)
+        passed = min(r.get("passed", 0), total)
+        self.out.update(tests_passed=passed, tests_total=total)
+        ended = reply.get("ended") if type(reply.get("ended")) is dict else {}
+        if reply.get("timed_out") is True:
+            status, detail = "timeout", "wall-time limit exceeded"
+        elif reply.get("overflow") is True:
+            status, detail = "error", f"output limit exceeded ({self.box.max_output_bytes} bytes)"
+        elif not r:
+            judge_end = reply.get("judge_ended") if type(reply.get("judge_ended")) is dict else {}
+            status, detail = "error", f"the judge gave no result ({_how(judge_end, '')})"
+        elif "program_error" in r:
+            kind = r.get("program_error_type", "")
+            status, detail = ("failed" if kind == "AssertionError" else "error"), r["program_error"]
+        elif "died" in r:
+            status, detail = _died(ended, _str(reply, "stderr"), r["died"])
+        elif "exc" in r:
+            status = "failed" if r.get("first") or r.get("exc_type") == "AssertionError" else "error"
+            detail = r.get("first") or r["exc"]
+        elif r.get("done") is not True:
+            status, detail = "error", "the judge did not finish"
+        elif r.get("first"):
+            status, detail = "failed", r["first"]
+        elif passed < total:
+            status, detail = "failed", f"only {passed} of {total} asserts passed"
+        else:
+            status, detail = "passed", ""
+        if total == 0:
+            self.out.update(tests_passed=int(status == "passed"), tests_total=1)
+        outputs = r.get("outputs")
+        if outputs is not None and self.ref is not None:
+            status, detail = self._compare_plus(outputs, status, detail)
+        elif outputs is not None and r.get("done") is True:
+            self.out["outputs"] = _decode_outputs(outputs)
+        self._finish(status=status, detail=detail)
+
+    def _compare_plus(self, outputs, status: str, detail: str) -> tuple[str, str]:
+        good, total, first_bad = plus.compare(self.job, self.ref[0], _decode_outputs(outputs))
+        self.out.update(tests_passed=self.out.get("tests_passed", 0) + good,
+                        tests_total=self.out.get("tests_total", 0) + total)  # fmt: skip
+        if status == "passed" and first_bad is not None:
+            return "failed", f"plus input {first_bad}: output differs from the canonical solution's"
+        return status, detail
+
+    def outputs(self):
+        return self.out.get("outputs")
+
+    def verdict(self) -> Verdict:
+        status = self.out.get("status", "error")
+        outside = self.job.kind in ("function", "stdio")
+        return Verdict(
+            status=status,
+            passed=status == "passed",
+            detail=str(self.out.get("detail", ""))[:1000],
+            duration_s=round(self.duration, 4),
+            stdout=str(self.out.get("stdout", ""))[:VERDICT_STDOUT_CHARS],
+            tests_passed=int(self.out.get("tests_passed", 0)),
+            tests_total=int(self.out.get("tests_total", 0)),
+            judge="outside" if outside else "inside",
+        )
+
+
+class _Malformed(Exception):
+    pass
+
+
+def _num(d: dict, key: str) -> float:
+    v = d.get(key, 0.0)
+    if type(v) not in (int, float) or not math.isfinite(v) or v < 0:
+        raise _Malformed(f"{key} is not a non-negative number")
+    return float(v)
+
+
+def _int(d: dict, key: str) -> int:
+    v = d.get(key, 0)
+    if type(v) is not int or not 0 <= v < 1 << 31:
+        raise _Malformed(f"{key} is not a count")
+    return v
+
+
+def _str(d: dict, key: str) -> str:
+    v = d.get(key, "")
+    if type(v) is not str:
+        raise _Malformed(f"{key} is not text")
+    return v
+
+
+def _status(d: dict) -> str:
+    v = d.get("status")
+    if v not in STATUSES:
+        raise _Malformed(f"status {str(v)[:40]!r} is not one of {', '.join(STATUSES)}")
+    return v
+
+
+def _decode_outputs(outputs) -> list:
+    if type(outputs) is not list:
+        raise _Malformed("outputs is not a list")
+    try:
+        return [wire.decode(o, extra="he") for o in outputs]
+    except wire.WireError as e:
+        raise _Malformed(f"outputs: {e}") from None
+
+
+def _judge_result(data: bytes | None) -> dict:
+    """The judge's result, its fields checked; {} when there is none."""
+    if not data:
+        return {}
+    try:
+        r = wire.loads(data)
+    except wire.WireError:
+        return {}
+    if type(r) is not dict:
+        return {}
+    out = {}
+    for key in ("passed", "total", "calls"):
+        if type(r.get(key)) is int and 0 <= r[key] < 1 << 31:
+            out[key] = r[key]
+    for key in ("first", "exc", "exc_type", "died", "program_error", "program_error_type"):
+        if type(r.get(key)) is str:
+            out[key] = r[key][:300]
+    if r.get("done") is True:
+        out["done"] = True
+    if type(r.get("outputs")) is list:
+        out["outputs"] = r["outputs"]
+    return out
+
+
+def _how(ended: dict, stderr: str) -> str:
+    sig = ended.get("signal")
+    if type(sig) is int:
+        try:
+            import signal
+
+            return f"killed by {signal.Signals(sig).name}"
+        except ValueError:
+            return f"killed by signal {sig}"
+    code = ended.get("exit")
+    last = stderr.strip().splitlines()[-1][:200] if stderr.strip() else ""
+    return f"exit status {code}" + (f"; {last}" if last else "") if type(code) is int else "no exit status"
+
+
+def _died(ended: dict, stderr: str, why: str) -> tuple[str, str]:
+    """The verdict when the program stopped answering the judge."""
+    if ended.get("signal") == 24:  # SIGXCPU
+        return "timeout", "CPU-time limit exceeded"
+    return "error", f"the program stopped before the tests finished ({_how(ended, stderr)}): {why}"[:300]

@@ -1,0 +1,300 @@
+"""The judge: runs a task's tests in a trusted process that never executes the candidate's code. Standard library only.
+
+The worker forks one judge per run (a fresh process as its own uid, not dumpable, under limits). The judge reads
+the test spec from a pipe only the parent writes, executes the task's prompt (HumanEval's `poly`,
+`encode_cyclic`, ... are the dataset's own), binds the entry point to a `Proxy`, runs the tests with every assert
+counted, calls the entry point on the plus inputs, and writes its result to a pipe only the parent reads. The
+program sits at the other end of a socket: it receives call arguments and answers plain data (`wire`), nothing
+else. It never sees the tests, an expected value or the verdict, and nothing it sends can run code here.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import json
+import os
+
+from . import wire
+
+REPLY_CAP_BYTES = 256 << 20  # one answer of the program beyond this ends the run (an error, not a verdict)
+
+
+class ProgramDied(BaseException):  # noqa: N818 - not an Exception: a test's `except Exception` must not swallow it
+    """The program stopped answering: it exited, crashed, was killed, or broke the protocol."""
+
+
+class ProgramError(Exception):
+    """The program raised an exception whose type is not a builtin (its class lives in the program)."""
+
+
+class NotPlainData(Exception):  # noqa: N818
+    """The program answered with something other than plain data."""
+
+
+class Channel:
+    """Calls into the program over a connected socket: one framed JSON request, one framed JSON reply."""
+
+    def __init__(self, fd: int, cap: int = REPLY_CAP_BYTES):
+        self.fd, self.cap = fd, cap
+        self.calls = 0
+
+    def _read(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            try:
+                chunk = os.read(self.fd, min(n - len(buf), 1 << 20))
+            except OSError as e:
+                raise ProgramDied(f"the program's channel broke ({e.strerror})") from None
+            if not chunk:
+                raise ProgramDied("the program stopped answering")
+            buf += chunk
+        return bytes(buf)
+
+    def recv(self):
+        (n,) = wire.FRAME.unpack(self._read(wire.FRAME.size))
+        if n > self.cap:
+            raise ProgramDied(f"the program answered {n} bytes (more than {self.cap})")
+        try:
+            msg = wire.loads(self._read(n))
+        except wire.WireError as e:
+            raise ProgramDied(f"the program broke the protocol: {e}") from None
+        if type(msg) is not dict:
+            raise ProgramDied("the program broke the protocol: a reply that is not an object")
+        return msg
+
+    def send(self, obj) -> None:
+        data = wire.frame(obj)
+        try:
+            while data:
+                data = data[os.write(self.fd, data) :]
+        except OSError:
+            raise ProgramDied("the program stopped answering") from None
+
+    def call(self, name: str, args: tuple, kwargs: dict, digest_over: int | None = None):
+        """The program's answer to name(*args, **kwargs): a plain value, with mutated list/dict/set arguments
+        updated in place; a raised exception re-raised here (builtin types as themselves). digest_over (plus
+        inputs): return the reply's tree unchanged (large outputs come as digests, a raise as {"e": name})."""
+        try:
+            request = {"f": name, "a": wire.encode(list(args))}
+            if kwargs:
+                request["k"] = wire.encode(dict(kwargs))
+        except wire.WireError as e:
+            raise NotPlainData(f"an argument of {name}() cannot be sent to the program: {e}") from None
+        if digest_over is not None:
+            request["o"] = digest_over
+        self.calls += 1
+        self.send(request)
+        reply = self.recv()
+        if "r" in reply and digest_over is not None:
+            try:
+                wire.decode(reply["r"], extra="h")
+            except wire.WireError as e:
+                raise NotPlainData(f"{name}() returned something that is not plain data: {e}") from None
+            return reply["r"]
+        if "r" in reply:
+            try:
+                value = wire.decode(reply["r"])
+                mutated = [wire.decode(m) for m in reply.get("m") or []]
+            except (wire.WireError, TypeError) as e:
+                raise NotPlainData(f"{name}() returned something that is not plain data: {e}") from None
+            if mutated and len(mutated) == len(args):
+                for old, new in zip(args, mutated, strict=True):
+                    _update(old, new)
+            return value
+        if type(reply.get("x")) is str and type(reply.get("msg", "")) is str:
+            raise _exception(reply["x"], reply.get("msg", ""))
+        if type(reply.get("n")) is str:
+            raise NotPlainData(f"{name}() {reply['n'][:200]}")
+        raise ProgramDied("the program broke the protocol: an unknown reply")
+
+
+def _exception(type_name: str, message: str) -> Exception:
+    """A raised exception as the judge sees it: a builtin type by name, anything else a ProgramError."""
+    cls = getattr(builtins, type_name[:60], None)
+    if isinstance(cls, type) and issubclass(cls, Exception):
+        try:
+            return cls(message[:500])
+        except Exception:
+            pass
+    return ProgramError(f"{type_name[:60]}: {message[:300]}")
+
+
+def _update(old, new) -> None:
+    """Make a mutable argument equal to the program's version of it after the call, keeping its identity."""
+    if type(old) is list and type(new) is list:
+        if len(old) == len(new):
+            for i, (o, n) in enumerate(zip(old, new, strict=True)):
+                if type(o) is type(n) and type(o) in (list, dict, set):
+                    _update(o, n)
+                elif o != n or type(o) is not type(n):
+                    old[i] = n
+        else:
+            old[:] = new
+    elif type(old) in (dict, set) and type(new) is type(old):
+        old.clear()
+        old.update(new)
+
+
+class Proxy:
+    """What the tests call in place of the candidate's function."""
+
+    def __init__(self, channel: Channel, name: str):
+        self._channel, self.__name__ = channel, name
+
+    def __call__(self, *args, **kwargs):
+        return self._channel.call(self.__name__, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<the program's {self.__name__}>"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# tests with every assert counted (used by the judge, and by the harness for tasks judged inside)
+
+
+def compile_tests(head: str, tests: str, filename: str = "<program>") -> tuple[list, int]:
+    """Code objects for `head` (run as is) and `tests`, and the number of counted asserts in `tests`.
+
+    Each top-level statement of `tests` holding an assert, and each such statement at the top of a `check`
+    function, is wrapped so that a failing one is counted (`__codelib_fail__`) and the next still runs. `head` and
+    `tests` compile separately, so a solution cannot swallow the tests (an unclosed string is a syntax error).
+    """
+    codes = [compile(head, filename, "exec")] if head else []
+    tree = ast.parse(tests, filename)
+    lines = tests.split("\n")
+    total = 0
+
+    def has_assert(stmt) -> bool:  # on the text: cheaper than walking the tree, and a false hit is harmless
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return False
+        return any("assert" in line for line in lines[stmt.lineno - 1 : stmt.end_lineno])
+
+    def at(node, stmt):
+        node.lineno, node.col_offset = stmt.lineno, stmt.col_offset
+        node.end_lineno, node.end_col_offset = stmt.end_lineno, stmt.end_col_offset
+        return node
+
+    def call(stmt, name, *args):
+        return at(ast.Expr(at(ast.Call(at(ast.Name(name, ast.Load()), stmt), list(args), []), stmt)), stmt)
+
+    def guard(stmt):
+        nonlocal total
+        total += 1
+        where = at(ast.Constant(f"line {stmt.lineno}: " + lines[stmt.lineno - 1].strip()[:120]), stmt)
+        handler = at(
+            ast.ExceptHandler(
+                type=at(ast.Name("__codelib_E__", ast.Load()), stmt),
+                name="__codelib_e__",
+                body=[call(stmt, "__codelib_fail__", at(ast.Name("__codelib_e__", ast.Load()), stmt), where)],
+            ),
+            stmt,
+        )
+        return at(ast.Try(body=[stmt], handlers=[handler], orelse=[call(stmt, "__codelib_ok__")], finalbody=[]), stmt)
+
+    for i, node in enumerate(tree.body):
+        if isinstance(node, ast.FunctionDef) and node.name == "check":
+            node.body = [guard(s) if has_assert(s) else s for s in node.body]
+        elif has_assert(node):
+            tree.body[i] = guard(node)
+    codes.append(compile(tree, filename, "exec"))
+    return codes, total
+
+
+def describe(e: BaseException, filename: str = "<program>") -> str:
+    """'Type: message (line n)' for an exception raised in `filename`."""
+    line = getattr(e, "lineno", None) if isinstance(e, SyntaxError) else None
+    tb = e.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    try:
+        message = e.msg if isinstance(e, SyntaxError) else str(e)
+        text = f"{type(e).__name__}: {message}" if message else type(e).__name__
+    except BaseException:
+        text = type(e).__name__
+    if isinstance(e, MemoryError):
+        text += " (memory limit)"
+    return (text[:250] + (f" (line {line})" if line else "")).strip()
+
+
+def _sanitize(text, limit: int = 300) -> str:
+    """Text the program chose (an exception message): printable, bounded."""
+    if type(text) is not str:
+        return ""
+    return "".join(c if c.isprintable() else " " for c in text[:limit])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the judge process
+
+
+def run(spec: dict, channel: Channel) -> dict:
+    """Run the tests of `spec` against the program behind `channel`; the result the parent turns into a verdict."""
+    result: dict = {"done": False, "passed": 0, "total": 0, "first": None}
+    state = {"passed": 0, "first": None}
+
+    def ok():
+        state["passed"] += 1
+
+    def fail(exc: BaseException, where: str):
+        if state["first"] is None:
+            text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            state["first"] = _sanitize(f"{where}: {text}")
+
+    try:
+        hello = channel.recv()  # the program's own code ran to its end, or it says why not
+        if hello.get("ready") is not True:
+            result["program_error"] = _sanitize(hello.get("error")) or "the program did not start"
+            result["program_error_type"] = _sanitize(hello.get("type"), 60)
+            return result
+        namespace = {"__name__": "__main__", "__builtins__": builtins}
+        if spec.get("prelude"):
+            exec(compile(spec["prelude"], "<prompt>", "exec"), namespace)
+        for module in spec.get("imports", []):
+            namespace[module] = __import__(module)
+        for name in spec["names"]:
+            namespace[name] = Proxy(channel, name)
+        namespace.update(__codelib_ok__=ok, __codelib_fail__=fail, __codelib_E__=Exception)
+        codes, result["total"] = compile_tests("", spec["tests"], "<tests>")
+        for code in codes:
+            exec(code, namespace)
+        if spec.get("plus_inputs"):
+            result["outputs"] = _plus_outputs(channel, spec)
+        result["done"] = True
+    except ProgramDied as e:
+        result["died"] = str(e)[:300]
+    except BaseException as e:
+        result["exc"], result["exc_type"] = _sanitize(describe(e, "<tests>")), type(e).__name__
+    finally:
+        result["passed"], result["first"], result["calls"] = state["passed"], state["first"], channel.calls
+    return result
+
+
+def _plus_outputs(channel: Channel, spec: dict) -> list:
+    """The program's output on each plus input, as wire trees ({"e": type} for a call that raised)."""
+    inputs = wire.decode_args(json.loads(spec["plus_inputs"]))
+    entry, over = spec["entry_point"], int(spec.get("digest_over") or 0)
+    out = []
+    for args in inputs:
+        try:
+            out.append(channel.call(entry, tuple(args), {}, digest_over=over))
+        except (Exception, RecursionError) as e:
+            out.append({"e": type(e).__name__})
+    return out
+
+
+def main(spec_fd: int, result_fd: int, call_fd: int) -> None:
+    """The judge child's body (after the worker confined it): read the spec, judge, write the result, exit."""
+    chunks = []
+    while chunk := os.read(spec_fd, 1 << 20):
+        chunks.append(chunk)
+    os.close(spec_fd)
+    spec = json.loads(b"".join(chunks))
+    result = run(spec, Channel(call_fd))
+    os.close(call_fd)  # the program sees EOF and exits
+    data = json.dumps(result).encode()
+    while data:
+        data = data[os.write(result_fd, data) :]
+    os.close(result_fd)

@@ -1,0 +1,289 @@
+"""Values across process boundaries: plain data as tagged JSON, decoded strictly. Standard library only.
+
+Every process of the sandbox speaks this: the parent and its workers, the judge and the program it calls. Only
+plain data crosses: None, bool, int, float, str, bytes, complex, list, tuple, dict, set and frozenset, nested. A
+value of any other type (a class with its own `__eq__`, a generator, an exception object) cannot be encoded, and
+`decode` builds nothing but those types from untrusted bytes: no pickle, no constructor of the sender's choosing.
+
+The tree: JSON null/bool/str, ints within 64 bits and finite floats as themselves, lists as arrays; everything else
+a one-key object: {"t": [...]} tuple, {"s": [...]} set, {"z": [...]} frozenset, {"d": [[k, v], ...]} dict,
+{"b": hex} bytes, {"i": hex} a bigger int, {"f": "nan" | "inf" | "-inf"}, {"c": [re, im]}; where the receiver
+allows it, {"h": sha256} (a large output, see `digest`) and {"e": name} (a call that raised).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import struct
+
+FRAME = struct.Struct(">Q")  # every message: an 8-byte big-endian length, then that many bytes of JSON
+MAX_DEPTH = 100
+_INT64 = 1 << 63
+_HEXINT = re.compile(r"-?0x[0-9a-f]+")
+_SHA = re.compile(r"[0-9a-f]{64}")
+
+
+class WireError(ValueError):
+    """A value that is not plain data, or bytes that do not decode to plain data."""
+
+
+class Digest(str):
+    """The sha256 of a large output's canonical text: equal to another digest of the same value only."""
+
+    def __eq__(self, other):
+        return type(other) is Digest and str.__eq__(self, other)
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    __hash__ = str.__hash__
+
+
+class Raised(str):
+    """A call that raised (the exception's type name): compares unequal to every output."""
+
+    def __eq__(self, other):
+        return False
+
+    def __ne__(self, other):
+        return True
+
+    __hash__ = str.__hash__
+
+
+_PLAIN_BASES = (bool, int, float, complex, str, bytes, list, tuple, dict, frozenset, set)
+
+
+def encode(x, depth: int = 0):
+    """The tree of a plain value; `WireError` names the first part that is not plain.
+
+    Subclasses of plain types (IntEnum, namedtuple, OrderedDict) and numpy scalars/arrays travel as their plain
+    equivalents: the receiver sees plain data either way (what the sender does is its own business)."""
+    if depth > MAX_DEPTH:
+        raise WireError("nested deeper than 100 levels")
+    t = type(x)
+    if x is None or t is bool or t is str:
+        return x
+    if t is int:
+        return x if -_INT64 <= x < _INT64 else {"i": hex(x)}
+    if t is float:
+        return x if math.isfinite(x) else {"f": repr(x)}
+    if t is list:
+        return [encode(v, depth + 1) for v in x]
+    if t is tuple:
+        return {"t": [encode(v, depth + 1) for v in x]}
+    if t is set:
+        return {"s": [encode(v, depth + 1) for v in x]}
+    if t is frozenset:
+        return {"z": [encode(v, depth + 1) for v in x]}
+    if t is dict:
+        return {"d": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in x.items()]}
+    if t is bytes:
+        return {"b": x.hex()}
+    if t is complex:
+        return {"c": [encode(x.real, depth + 1), encode(x.imag, depth + 1)]}
+    if getattr(t, "__module__", "") == "numpy" and hasattr(x, "tolist"):
+        return encode(x.tolist(), depth + 1)
+    for base in _PLAIN_BASES:
+        if isinstance(x, base):
+            return encode(base(x), depth + 1)
+    raise WireError(f"a {t.__name__!r} object is not plain data (allowed: None, bool, int, float, str, bytes, "
+                    "complex, list, tuple, dict, set, frozenset)")  # fmt: skip
+
+
+def decode(x, depth: int = 0, extra: str = ""):
+    """The plain value of a tree received from another process, checked node by node.
+
+    `extra` names the extra tags this receiver accepts: "h" digests, "e" raised calls."""
+    if depth > MAX_DEPTH:
+        raise WireError("nested deeper than 100 levels")
+    t = type(x)
+    if x is None or t is bool or t is str:
+        return x
+    if t is int:
+        if -_INT64 <= x < _INT64:
+            return x
+        raise WireError("an int beyond 64 bits must travel in hex")
+    if t is float:
+        if math.isfinite(x):
+            return x
+        raise WireError("a non-finite float must travel tagged")
+    if t is list:
+        return [decode(v, depth + 1, extra) for v in x]
+    if t is not dict or len(x) != 1:
+        raise WireError(f"not a plain-data node: {_short(x)}")
+    ((tag, v),) = x.items()
+    if tag in ("t", "s", "z") and type(v) is list:
+        items = [decode(i, depth + 1, extra) for i in v]
+        if tag == "t":
+            return tuple(items)
+        try:
+            return set(items) if tag == "s" else frozenset(items)
+        except TypeError:
+            raise WireError("a set element is not hashable") from None
+    if tag == "d" and type(v) is list:
+        out = {}
+        for pair in v:
+            if type(pair) is not list or len(pair) != 2:
+                raise WireError("a dict item is not a [key, value] pair")
+            key = decode(pair[0], depth + 1, extra)
+            try:
+                out[key] = decode(pair[1], depth + 1, extra)
+            except TypeError:
+                raise WireError("a dict key is not hashable") from None
+        return out
+    if tag == "b" and type(v) is str:
+        try:
+            return bytes.fromhex(v)
+        except ValueError:
+            raise WireError("bytes that are not hex") from None
+    if tag == "i" and type(v) is str and _HEXINT.fullmatch(v):
+        return int(v, 16)
+    if tag == "f" and v in ("nan", "inf", "-inf"):
+        return float(v)
+    if tag == "c" and type(v) is list and len(v) == 2:
+        re_, im = (decode(p, depth + 1) for p in v)
+        if type(re_) is float and type(im) is float:
+            return complex(re_, im)
+    if tag == "h" and "h" in extra and type(v) is str and _SHA.fullmatch(v):
+        return Digest(v)
+    if tag == "e" and "e" in extra and type(v) is str:
+        return Raised(v[:100])
+    raise WireError(f"not a plain-data node: {_short(x)}")
+
+
+def _short(x) -> str:
+    try:
+        return json.dumps(x)[:80]
+    except (TypeError, ValueError):
+        return type(x).__name__
+
+
+def _reject_constant(name):
+    raise WireError(f"{name} is not JSON")
+
+
+def loads(data: bytes | str):
+    """JSON text from another process: no NaN/Infinity literals, nesting bounded (RecursionError -> WireError)."""
+    try:
+        return json.loads(data, parse_constant=_reject_constant)
+    except RecursionError:
+        raise WireError("nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise WireError(f"not JSON: {str(e)[:80]}") from None
+
+
+def frame(obj) -> bytes:
+    data = json.dumps(obj, allow_nan=False).encode()
+    return FRAME.pack(len(data)) + data
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# digests of large outputs (EvalPlus plus inputs): a plain output too big to ship travels as its sha256
+
+
+class _NotPlain(Exception):
+    """A node compared otherwise than exactly: the output travels as its value."""
+
+
+def digest(enc, sha256, over: int = 0) -> tuple[int, str] | None:
+    """(length, sha256 hex) of an `encode` tree's canonical text when that text is longer than `over` bytes; None
+    when it is shorter or the tree holds a set, dict, bytes or complex (compared otherwise). One walk; a short text
+    is never hashed, and the text is never held whole (chunks are held only until they pass `over`).
+
+    Numbers are written as `==` sees them (True as 1, 2.0 as 2, ints beyond 64 bits in hex), so outputs Python
+    calls equal (`[1, 2] == [1.0, 2.0]`) get equal digests; strings are length-prefixed, so no two trees share a text.
+    """
+    h, buf, held, size = None, [], [], 0
+
+    def flush():
+        nonlocal h, size
+        chunk = "".join(buf).encode("utf-8", "surrogatepass")
+        buf.clear()
+        size += len(chunk)
+        if h is not None:
+            h.update(chunk)
+            return
+        held.append(chunk)
+        if size > over:
+            h = sha256()
+            for c in held:
+                h.update(c)
+            held.clear()
+
+    def feed(x):
+        if isinstance(x, list):
+            buf.append("[")
+            for v in x:
+                feed(v)
+            buf.append("]")
+        elif isinstance(x, dict):
+            if len(x) != 1 or not ("t" in x or "i" in x or "f" in x):
+                raise _NotPlain
+            ((tag, v),) = x.items()
+            if tag == "t":
+                buf.append("(")
+                for i in v:
+                    feed(i)
+                buf.append(")")
+            else:
+                buf.append(f"{v};" if tag == "i" else f"f{v};")  # "i": an int beyond 64 bits, in hex
+        elif x is None:
+            buf.append("N;")
+        elif isinstance(x, str):
+            buf.append(f"s{len(x)}:")
+            buf.append(x)
+        elif isinstance(x, float) and x.is_integer():
+            n = int(x)  # as `encode` writes an int: decimal within 64 bits, hex beyond
+            buf.append(f"{n};" if -_INT64 <= n < _INT64 else f"{hex(n)};")
+        else:  # int (within 64 bits: `encode` tags bigger ones), bool (as 0/1) or a non-integral float
+            buf.append(f"{int(x)};" if isinstance(x, bool) else f"{x!r};")
+        if len(buf) > 4096:
+            flush()
+
+    try:
+        feed(enc)
+    except _NotPlain:
+        return None
+    flush()
+    return (size, h.hexdigest()) if h is not None else None
+
+
+def toleranced(enc) -> bool:
+    """A float or a flat sequence of floats: plus outputs compared with a tolerance, so they need values."""
+
+    def is_float(v):
+        return isinstance(v, float) or (isinstance(v, dict) and "f" in v)
+
+    seq = enc if isinstance(enc, list) else enc.get("t") if isinstance(enc, dict) else None
+    return is_float(enc) or (seq is not None and all(is_float(v) for v in seq))
+
+
+def plain(enc, sha256) -> bool:
+    """Whether an `encode` tree is compared exactly, so it may travel as a digest."""
+    return not toleranced(enc) and digest(enc, sha256) is not None
+
+
+def output(value, digest_over: int, sha256):
+    """The tree of one plus-input output: its value, or {"h": sha256} when it is plain and longer than digest_over."""
+    enc = encode(value)
+    if digest_over and not toleranced(enc):
+        d = digest(enc, sha256, digest_over)
+        if d is not None:
+            return {"h": d[1]}
+    return enc
+
+
+def decode_args(x):
+    """Plus inputs as stored by codelib.tasks: JSON, with {"__tuple__": [...]} and {"__complex__": "1+2j"}."""
+    if isinstance(x, list):
+        return [decode_args(v) for v in x]
+    if isinstance(x, dict):
+        if len(x) == 1 and "__tuple__" in x:
+            return tuple(decode_args(x["__tuple__"]))
+        if len(x) == 1 and "__complex__" in x:
+            return complex(str(x["__complex__"]).replace(" ", ""))
+        return {k: decode_args(v) for k, v in x.items()}
+    return x
