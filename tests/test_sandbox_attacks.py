@@ -443,8 +443,6 @@ def assert_same_worker(box, before) -> None:
 
 PROBE = r"""
 import ctypes, os
-libc = ctypes.CDLL(None, use_errno=True)
-L = ctypes.c_long
 found = []
 def walk(top, budget=20000):
     stack = [top]
@@ -474,40 +472,82 @@ except OSError:
     pass
 for k in range(1, 400):  # today's run directories are ../run<N>: a leftover one is reachable by name
     p = os.path.join("..", "run%d" % k)
-    if os.path.exists(p) and not os.path.samefile(p, here):
-        found.append("run dir " + p)
+    try:
+        if os.path.exists(p) and not os.path.samefile(p, here):
+            found.append("run dir " + p)
+    except OSError:
+        pass
 for name in ("msg", "shm", "sem"):
     try:
         rows = open("/proc/sysvipc/" + name).read().splitlines()[1:]
     except OSError:
         rows = []
     found += ["sysv %s %s" % (name, " ".join(r.split()[:3])) for r in rows]
-KEY = 0x0C0DE11B
-if libc.msgget(KEY, 0) >= 0: found.append("msgget")
-if libc.shmget(KEY + 1, 0, 0) >= 0: found.append("shmget")
-if libc.semget(KEY + 2, 0, 0) >= 0: found.append("semget")
 try:
     found += ["key " + line for line in open("/proc/keys").read().splitlines() if "MARK" in line]
 except OSError:
     pass
-for ring in (-4, -3, -5):
-    kid = libc.syscall(L(250), L(10), L(ring), b"user", b"MARK", L(0))  # keyctl(KEYCTL_SEARCH)
-    if kid > 0:
-        found.append("keyring %d" % ring)
-fd = libc.syscall(L(240), b"MARK", L(os.O_RDONLY), L(0), None)  # mq_open
-if fd >= 0:
-    found.append("mqueue")
+
+
+def ipc_checks():  # in a child: a seccomp filter may kill a process for these calls, which is no leftover
+    libc = ctypes.CDLL(None, use_errno=True)
+    L = ctypes.c_long
+    out = []
+    KEY = 0x0C0DE11B
+    if libc.msgget(KEY, 0) >= 0: out.append("msgget")
+    if libc.shmget(KEY + 1, 0, 0) >= 0: out.append("shmget")
+    if libc.semget(KEY + 2, 0, 0) >= 0: out.append("semget")
+    for ring in (-4, -3, -5):
+        kid = libc.syscall(L(250), L(10), L(ring), b"user", b"MARK", L(0))  # keyctl(KEYCTL_SEARCH)
+        if kid > 0:
+            out.append("keyring %d" % ring)
+    if libc.syscall(L(240), b"MARK", L(os.O_RDONLY), L(0), None) >= 0:  # mq_open
+        out.append("mqueue")
+    return out
+
+
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(r)
+    try:
+        os.write(w, "\n".join(ipc_checks()).encode())
+    finally:
+        os._exit(0)
+os.close(w)
+data = b""
+while True:
+    chunk = os.read(r, 1 << 16)
+    if not chunk:
+        break
+    data += chunk
+os.waitpid(pid, 0)
+found += [x for x in data.decode().split("\n") if x]
+
+
+def parent(p):
+    try:
+        return int(open("/proc/%s/stat" % p).read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+mine, p = {os.getpid()}, os.getpid()
+while p > 1:
+    p = parent(p)
+    mine.add(p)
 me = os.getuid()
+try:
+    pids = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in mine]
+except OSError:
+    pids = []
 others = []
-for p in os.listdir("/proc"):
-    if p.isdigit() and int(p) != os.getpid():
-        try:
-            if os.stat("/proc/" + p).st_uid == me:
-                others.append(p)
-        except OSError:
-            pass
+for p in pids:
+    try:
+        if os.stat("/proc/" + p).st_uid == me:
+            others.append(p)
+    except OSError:
+        pass
 if others:
-    found.append("processes of my uid: %d" % len(others))
+    found.append("processes of my uid (not my ancestors): %d" % len(others))
 print("LEFTOVERS" if found else "CLEAN", [f[:150] for f in found[:30]])
 """.replace("MARK", MARK)
 
@@ -1056,8 +1096,7 @@ def test_deep_nest_and_full_tmp_do_not_survive_a_run():
         b = Sandbox(workers=1, timeout_s=30)
     with b:
         before = b.worker_pids()
-        first = b.map([Job(attack, timeout_s=30, memory_mb=1024)])[0]
-        assert not first.passed or "1100" in first.stdout or first.stdout  # it ran (whatever it could make)
+        b.map([Job(attack, timeout_s=30, memory_mb=1024)])
         leftovers = probe(b)
         good = b.map([sandbox.task_job(task, task.canonical_solution, timeout_s=TIMEOUT)])[0]
         fn = load_tasks("humaneval", "test")[0]
@@ -1129,20 +1168,20 @@ def test_sysv_ipc_does_not_carry_data_to_a_later_run():
         on_host = worker_ipc_objects(b)
         leftovers = probe(b)
         assert_same_worker(b, before)
-    assert second.passed and "LEAK" not in second.stdout, second.stdout
+    assert "LEAK" not in second.stdout, second.stdout  # (a reader killed for a denied syscall leaks nothing)
     assert on_host == [] and leftovers == []
 
 
 @pytest.mark.slow
 def test_shared_memory_charge_does_not_outlive_its_run():
-    # main @ c527707: forged (2 x 950 MB of touched SysV shm stay charged to the worker's memory cgroup (4.6 GB):
-    # a correct program that needs 2.9 GB is then SIGKILLed)
+    # main @ c527707: forged (3 x 700 MB of touched SysV shm stay charged to the worker's memory cgroup (4.6 GB):
+    # a correct program that needs 2.7 GB is then SIGKILLed)
     leave = r"""
     import ctypes
     libc = ctypes.CDLL(None, use_errno=True)
     libc.shmat.restype = ctypes.c_void_p
-    n = 950 << 20
-    for k in range(2):
+    n = 700 << 20
+    for k in range(3):
         s = libc.shmget(0x0C0DE200 + k, n, 0o1000 | 0o600)
         p = libc.shmat(s, None, 0)
         if p in (None, ctypes.c_void_p(-1).value):
@@ -1151,14 +1190,14 @@ def test_shared_memory_charge_does_not_outlive_its_run():
         libc.shmdt(ctypes.c_void_p(p))
     print("left")
     """
-    need = "b = bytearray(2900 << 20)\nb[::4096] = b'\\1' * len(range(0, len(b), 4096))\nassert b[4096] == 1\n"
+    need = "b = bytearray(2700 << 20)\nb[::4096] = b'\\1' * len(range(0, len(b), 4096))\nassert b[4096] == 1\n"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         b = Sandbox(workers=1, timeout_s=TIMEOUT)
     with b:
         before = b.worker_pids()
         b.map([Job(textwrap.dedent(leave), memory_mb=2048)])
-        good = b.map([Job(need, memory_mb=3200, timeout_s=30)])[0]
+        good = b.map([Job(need, memory_mb=3400, timeout_s=30)])[0]
         on_host = worker_ipc_objects(b)
         assert_same_worker(b, before)
     assert good.passed, good
@@ -1205,7 +1244,7 @@ def test_keyring_does_not_carry_data_to_a_later_run():
         b.map([KEYS_WRITE])
         second = b.map([KEYS_READ])[0]
         assert_same_worker(b, before)
-    assert second.passed and "LEAK" not in second.stdout, second.stdout
+    assert "LEAK" not in second.stdout, second.stdout  # (a reader killed for a denied syscall leaks nothing)
     assert host_keys() == []  # nothing reached the keyrings of the host either
 
 
@@ -1243,7 +1282,7 @@ def test_posix_message_queues_do_not_carry_data_to_a_later_run():
         b.map([MQ_WRITE])
         second = b.map([MQ_READ])[0]
         assert_same_worker(b, before)
-    assert second.passed and "LEAK" not in second.stdout, second.stdout
+    assert "LEAK" not in second.stdout, second.stdout  # (a reader killed for a denied syscall leaks nothing)
 
 
 FILES_WRITE = r"""
@@ -1372,7 +1411,11 @@ def test_reference_solutions_of_another_checkout_cannot_be_used():
 SEE_PROCESSES = r"""
 import os
 n, hits = 0, []
-for p in os.listdir("/proc"):
+try:
+    pids = os.listdir("/proc")
+except OSError:
+    pids = []
+for p in pids:
     if not p.isdigit():
         continue
     n += 1
@@ -1764,7 +1807,8 @@ def test_unprivileged_runs_leave_and_see_nothing(unprivileged, name):
     if name in ("after-nest-correct-stdio", "after-nest-scratch"):
         assert r["passed"], r
         return
-    assert r["passed"], r
+    if name in ("probe", "visibility", "processes", "probe-after-bomb"):
+        assert r["passed"], r  # the readers of IPC objects may be killed by a seccomp filter: no leak either
     out = r["stdout"]
     assert "LEAK" not in out and not out.startswith(("LEFTOVERS", "READABLE", "SEEN")), out[:2000]
 
@@ -1785,6 +1829,103 @@ def test_unprivileged_isolation_names_what_is_missing(unprivileged):
     missing = unprivileged["isolation"].get("missing", {})
     assert isinstance(missing, dict)
     assert unprivileged["signal"] == 0, "the throwaway user's process was killed"
+
+
+def _flag_steps() -> list[dict]:
+    """The attacks that are safe to run as host root under `unprivileged=True` (nothing that writes outside)."""
+    keep = ("forge-frames", "forge-memscan", "rebind-helpers", "lookup-frames", "always-equal", "stdio-frames",
+            "stdio-memscan", "malformed-nan", "sysv-write", "sysv-read", "keys-write", "keys-read", "mq-write",
+            "mq-read", "visibility", "processes")  # fmt: skip
+    return [s for s in _unprivileged_steps() if s["name"] in keep]
+
+
+@pytest.fixture(scope="module")
+def flagged():
+    """The same attacks through `Sandbox(unprivileged=True)` in this (root) process: the emulated non-root path."""
+    results = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        b = Sandbox(workers=1, timeout_s=TIMEOUT, unprivileged=True)
+    with b:
+        before = b.worker_pids()
+        for step in _flag_steps():
+            if step.get("task"):
+                job = sandbox.task_job(Task(**step["task"]), step["code"], plus=step.get("plus", False),
+                                       timeout_s=TIMEOUT)  # fmt: skip
+            else:
+                job = Job(step["code"], timeout_s=step.get("timeout_s", TIMEOUT))
+            try:
+                v = b.map([job])[0]
+                results[step["name"]] = dict(status=v.status, passed=v.passed, stdout=v.stdout[:3000],
+                                             tests_passed=v.tests_passed, tests_total=v.tests_total,
+                                             same=b.worker_pids() == before)  # fmt: skip
+            except Exception as e:
+                results[step["name"]] = dict(raised=f"{type(e).__name__}: {e}")
+    return results
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [n for n in UNPRIVILEGED_NOT_PASSED if n not in ("forge-frames-plus", "patched-abs",
+                                                                               "lookup-memscan")])  # fmt: skip
+def test_unprivileged_flag_wrong_solutions_are_not_passed(flagged, name):
+    # main @ c527707 (root, unprivileged=True): forged, as through the throwaway uid (malformed-nan: check raised)
+    r = flagged[name]
+    assert "raised" not in r, r
+    assert not r["passed"] and r["status"] != "passed", r
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["sysv-read", "keys-read", "mq-read", "visibility", "processes"])
+def test_unprivileged_flag_runs_leave_and_see_nothing(flagged, name):
+    # main @ c527707 (root, unprivileged=True): forged (all five)
+    r = flagged[name]
+    assert "raised" not in r, r
+    if name in ("visibility", "processes"):
+        assert r["passed"], r
+    assert "LEAK" not in r["stdout"] and not r["stdout"].startswith(("READABLE", "SEEN")), r["stdout"][:2000]
+    assert host_keys() == []
+
+
+VICTIM = r"""
+import os
+d = VICTIM_DIR
+done = []
+for what, act in (
+    ("append", lambda: open(os.path.join(d, "victim.txt"), "a").write("pwned")),
+    ("create", lambda: open(os.path.join(d, "new.txt"), "w").write("pwned")),
+    ("chmod", lambda: os.chmod(os.path.join(d, "victim.txt"), 0o777)),
+    ("rename", lambda: os.rename(os.path.join(d, "victim.txt"), os.path.join(d, "moved.txt"))),
+):
+    try:
+        act()
+        done.append(what)
+    except OSError:
+        pass
+print("WROTE" if done else "DENIED", done)
+"""
+
+
+def test_unprivileged_flag_as_root_cannot_write_root_owned_files():
+    # beyond issue 11. main @ c527707 (root, unprivileged=True): forged: the program runs as host uid 0 in a user
+    # namespace; without capabilities it still owns every root-owned file (owner permission bits), so it can
+    # append to, create, chmod and rename files of the repo (a victim directory in this checkout here)
+    victim = os.path.join(REPO, f".{MARK}-victim-{uuid.uuid4().hex}")
+    os.mkdir(victim, 0o755)
+    try:
+        with open(os.path.join(victim, "victim.txt"), "w") as f:
+            f.write("original")
+        os.chmod(os.path.join(victim, "victim.txt"), 0o644)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            b = Sandbox(workers=1, timeout_s=TIMEOUT, unprivileged=True)
+        with b:
+            v = b.map([Job(VICTIM.replace("VICTIM_DIR", repr(victim)))])[0]
+        assert sorted(os.listdir(victim)) == ["victim.txt"], v.stdout
+        assert open(os.path.join(victim, "victim.txt")).read() == "original", v.stdout
+        assert os.stat(os.path.join(victim, "victim.txt")).st_mode & 0o777 == 0o644, v.stdout
+        assert v.passed and v.stdout.startswith("DENIED"), v
+    finally:
+        shutil.rmtree(victim, ignore_errors=True)
 
 
 TRAINER = r"""
@@ -1809,7 +1950,11 @@ import os
 SECRET_ROT = SECRET_ROT_VALUE
 rot = bytes((b + 1) % 256 for b in range(256))
 hits = []
-for p in os.listdir("/proc"):
+try:
+    pids = os.listdir("/proc")
+except OSError:
+    pids = []
+for p in pids:
     if not p.isdigit() or int(p) == os.getpid():
         continue
     try:
@@ -1920,6 +2065,134 @@ def test_a_polluting_run_does_not_change_the_next_verdicts(box, he_tasks):
     wrong = box.map([sandbox.task_job(t, honest_wrong(t)) for t in he_tasks])
     assert not any(x.passed for x in wrong)
     assert_same_worker(box, before)
+
+
+def test_attacked_tasks_are_judged_outside(box):
+    # main @ c527707: fails (no `Verdict.judge`: every test runs inside the program's process). Every attack on a
+    # function task above assumes the outside judge for HumanEval, HumanEval+ and synthetic; MBPP may fall back
+    tasks = humaneval()[:3] + load_tasks("humaneval_plus", "test")[:2] + load_tasks("synthetic", "test")[:3]
+    mbpp = load_tasks("mbpp", "test")[:3]
+    jobs = [sandbox.task_job(t, c) for t in tasks + mbpp for c in (t.canonical_solution, honest_wrong(t))]
+    v = box.map(jobs)
+    assert [x.passed for x in v] == [True, False] * (len(tasks) + len(mbpp)), [(x.status, x.detail) for x in v]
+    for x in v[: 2 * len(tasks)]:
+        assert getattr(x, "judge", None) == "outside", x
+    for x in v[2 * len(tasks) :]:
+        assert getattr(x, "judge", None) in ("outside", "inside"), x
+
+
+HOSTILE = {
+    # main @ c527707: contained (each is compared in-process and is simply wrong). These guard the outside
+    # judge's decoder: only plain data crosses, bounded in depth and size, never unpickled
+    "deep": "x = []\nfor _ in range(200000):\n    x = [x]\nreturn x",
+    "recursive": "x = []\nx.append(x)\nreturn x",
+    "huge-int": "return 1 << (1 << 26)",
+    "huge-str": "return 'x' * (64 << 20)",
+    "huge-list": "return [0] * (10 ** 7)",
+    "generator": "return (i for i in range(3))",
+    "exception": "return ValueError('x')",
+    "nan": "return float('nan')",
+    "nested-always-equal": "class AE:\n    def __eq__(s, o):\n        return True\nreturn [AE(), {'k': AE()}]",
+    # if the judge unpickled what comes back, this would become an always-equal object inside the judge
+    "pickle-bait": "class Bait:\n    def __reduce__(self):\n        return (eval, (\"type('AE', (), {'__eq__': lambda "
+    "s, o: True, '__ne__': lambda s, o: False, '__hash__': lambda s: 0})()\",))\nreturn Bait()",
+    # main @ c527707: forged passed (a subclass of a plain type whose == lies: compared in-process)
+    "int-subclass": "class I(int):\n    def __eq__(s, o):\n        return True\n    __hash__ = int.__hash__\nreturn I(7)",
+    # main @ c527707: forged passed
+    "dict-subclass": "import collections\nclass D(collections.OrderedDict):\n    def __eq__(s, o):\n        return True"
+    "\nreturn D()",
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_hostile_return_values_are_failed_calls(box, name):
+    tasks = humaneval()[:2] + load_tasks("synthetic", "test")[:1]
+    body = "def __attack__(*args, **kwargs):\n" + textwrap.indent(HOSTILE[name], "    ") + "\nENTRY = __attack__\n"
+    start = time.monotonic()
+    v = box.map([sandbox.task_job(t, completion(t, body), timeout_s=TIMEOUT) for t in tasks])
+    assert_not_passed(v)
+    assert time.monotonic() - start < 3 * (TIMEOUT + 15), "the judge must bound what it decodes"
+    good = box.map([sandbox.task_job(t, t.canonical_solution) for t in tasks])
+    assert all(x.passed for x in good), good
+
+
+CHANNEL = {
+    # main @ c527707: contained (error: report limit); 70 MB of garbage on every fd the program has
+    "flood": "junk = b'\\x00\\xff{\"done\": true}\\n' * (70 << 16)\n_spray([junk])\nreturn None",
+    # main @ c527707: contained (error: channel closed)
+    "close": "_os.closerange(3, 1 << 16)\nreturn None",
+    # main @ c527707: contained (error)
+    "replace": "r, w = _os.pipe()\nfor fd in range(3, 1024):\n    if fd not in (r, w):\n        try:\n            "
+    "_os.dup2(r if fd % 2 else w, fd)\n        except OSError:\n            pass\nreturn None",
+    # main @ c527707: contained (failed); a stream of framed 'passed' replies, then a wrong answer
+    "framed-replies": "_spray([_frame(_PASS_REPLY) * 1000, _frame({'ok': True, 'value': None}) * 1000])\nreturn None",
+}
+
+
+@pytest.mark.parametrize("name", list(CHANNEL))
+def test_abusing_the_channel_to_the_judge_is_not_a_pass(box, name):
+    tasks = humaneval()[:2]
+    body = "def __attack__(*args, **kwargs):\n" + textwrap.indent(CHANNEL[name], "    ") + "\nENTRY = __attack__\n"
+    before = box.worker_pids()
+    v = box.map([sandbox.task_job(t, completion(t, body), timeout_s=TIMEOUT) for t in tasks])
+    assert_not_passed(v)
+    good = box.map([sandbox.task_job(t, t.canonical_solution) for t in tasks])
+    assert all(x.passed for x in good), good
+    assert box.worker_pids() == before or all(x.passed for x in good)
+
+
+OTHERS = r"""
+_T = {}
+def __attack__(*args, **kwargs):
+    if not _T:
+        _T[None] = None
+        texts = []
+        try:
+            pids = [int(p) for p in _os.listdir("/proc") if p.isdigit() and int(p) != _os.getpid()]
+        except OSError:
+            pids = []
+        for pid in pids:  # every other process: the judge holds the tests, the worker the request
+            try:
+                maps = open("/proc/%d/maps" % pid).read().splitlines()
+                mem = open("/proc/%d/mem" % pid, "rb", buffering=0)
+            except OSError:
+                continue
+            for line in maps:
+                a, perms = line.split()[:2]
+                lo, hi = (int(x, 16) for x in a.split("-"))
+                if perms[:2] != "rw" or hi - lo > 1 << 28:
+                    continue
+                try:
+                    mem.seek(lo)
+                    data = mem.read(hi - lo)
+                except (OSError, ValueError, OverflowError):
+                    continue
+                i = data.translate(_ROT).find(NEEDLE)
+                if i >= 0:
+                    end = data.find(b"\0", i)
+                    texts.append(data[i : end if end > 0 else i + (1 << 16)])
+        _T.update(_table(texts, ("candidate", "ENTRY")))
+        if len(_T) == 1:  # nothing readable: stop or kill everything else instead
+            import signal
+            for pid in pids:
+                for sig in (signal.SIGSTOP, signal.SIGKILL):
+                    try:
+                        _os.kill(pid, sig)
+                    except OSError:
+                        pass
+    return _T.get(repr(args))
+ENTRY = __attack__
+""".replace("NEEDLE", repr(hide("def check(candidate)")))
+
+
+def test_other_processes_of_a_run_cannot_be_read_or_stopped(box):
+    # main @ c527707: contained (the worker is root, other programs have other uids; kill gives EPERM)
+    tasks = humaneval()[:3]
+    v = box.map([sandbox.task_job(t, completion(t, OTHERS), timeout_s=TIMEOUT) for t in tasks])
+    assert_not_passed(v)
+    good = box.map([sandbox.task_job(t, t.canonical_solution) for t in tasks])
+    assert all(x.passed for x in good), good
+    assert probe(box) == []
 
 
 def test_all_of_them_in_one_batch_through_check():
