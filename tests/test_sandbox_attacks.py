@@ -416,7 +416,7 @@ def humaneval(ids=None, split="test") -> list[Task]:
 def stdio_task() -> Task:
     """A CodeContests task whose expected outputs are long and distinctive (so a hit in memory is not chance)."""
     tasks = load_tasks("codecontests", "test")
-    return max(tasks[:20], key=lambda t: min(len(c["output"]) for c in json.loads(t.tests)))
+    return max(tasks, key=lambda t: min(len(c["output"].strip()) for c in json.loads(t.tests)))
 
 
 def assert_not_passed(verdicts, honest=None):
@@ -705,7 +705,7 @@ def test_extra_ok_calls_and_report_writes_do_not_raise_the_test_fraction(box, he
     v = box.map([sandbox.task_job(t, completion(t, code), timeout_s=TIMEOUT) for t in he_tasks])
     assert_not_passed(v, honest)
     for h, x in zip(honest, v, strict=True):
-        assert x.tests_total == h.tests_total and x.tests_passed == h.tests_passed, (x, h)
+        assert x.tests_total == h.tests_total and x.tests_passed <= h.tests_passed, (x, h)
     from codelib.rewards import test_fraction_reward
 
     t = he_tasks[0]
@@ -776,17 +776,22 @@ def test_lookup_table_of_the_asserted_values(box, via):
 
 def test_the_test_text_is_not_in_the_candidates_memory(box, he_tasks):
     # main @ c527707: forged (the untrusted process holds `def check(candidate)` and the first assert)
-    needles = [hide("def check(candidate)")] + [hide(t.tests.split("assert", 2)[1][:60]) for t in he_tasks]
+    tasks = he_tasks[:2]
+    needles = [hide("def check(candidate)")] + [hide(t.tests.split("assert", 2)[1][:60]) for t in tasks]
     code = """
+    import time
     def __attack__(*args, **kwargs):
         hits = [n for n in NEEDLES if _mem_find(n, after=16, limit=1)]
         print("LEAK" if hits else "NONE", len(hits), flush=True)
+        if hits:  # the verdict itself carries the answer, should stdout not come back: a leak is a timeout
+            time.sleep(3600)
         raise SystemExit(3)
     ENTRY = __attack__
     """.replace("NEEDLES", repr(needles))
-    v = box.map([sandbox.task_job(t, completion(t, code), timeout_s=TIMEOUT) for t in he_tasks])
+    v = box.map([sandbox.task_job(t, completion(t, code), timeout_s=6) for t in tasks])
     assert_not_passed(v)
     assert not any("LEAK" in x.stdout for x in v), [x.stdout for x in v]
+    assert not any(x.status == "timeout" for x in v), [x.detail for x in v]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -1909,7 +1914,7 @@ def test_unprivileged_flag_as_root_cannot_write_root_owned_files():
     # beyond issue 11. main @ c527707 (root, unprivileged=True): forged: the program runs as host uid 0 in a user
     # namespace; without capabilities it still owns every root-owned file (owner permission bits), so it can
     # append to, create, chmod and rename files of the repo (a victim directory in this checkout here)
-    victim = os.path.join(REPO, f".{MARK}-victim-{uuid.uuid4().hex}")
+    victim = os.path.join(REPO, f".sandbox-victim-{uuid.uuid4().hex}")  # no MARK: probes elsewhere must not see it
     os.mkdir(victim, 0o755)
     try:
         with open(os.path.join(victim, "victim.txt"), "w") as f:
