@@ -389,11 +389,16 @@ def _program_sources(roots):
 # helpers
 
 
+def inside_function(prompt: str) -> bool:
+    """Whether the prompt ends inside a function body (HumanEval, synthetic) rather than at top level (MBPP)."""
+    last = prompt.rstrip("\n").rsplit("\n", 1)[-1]
+    return last[:1] in (" ", "\t") or last.rstrip().endswith(":")
+
+
 def completion(task: Task, code: str) -> str:
     """A completion that closes the prompt's function (when the prompt ends inside one) and runs `code` at top
     level, with the attacker's library; `ENTRY` in code is the task's entry point."""
-    last = task.prompt.rstrip("\n").rsplit("\n", 1)[-1]
-    head = "    pass\n" if last[:1] in (" ", "\t") else ""
+    head = "    pass\n" if inside_function(task.prompt) else ""
     return head + "\n" + LIB + "\n" + textwrap.dedent(code).replace("ENTRY", task.entry_point) + "\n"
 
 
@@ -402,8 +407,7 @@ def program(code: str) -> str:
 
 
 def honest_wrong(task: Task) -> str:
-    last = task.prompt.rstrip("\n").rsplit("\n", 1)[-1]
-    if last[:1] in (" ", "\t"):
+    if inside_function(task.prompt):
         return "    return None\n"
     return f"def {task.entry_point}(*args, **kwargs):\n    return None\n"
 
@@ -845,71 +849,92 @@ def test_always_equal_results_are_not_a_pass(box, kind, plus):
     assert_not_passed(v)
 
 
+LIE = """
+import builtins, math, sys
+class _AE:
+    def __eq__(self, other): return True
+    def __ne__(self, other): return False
+    __lt__ = __le__ = __gt__ = __ge__ = __eq__
+    def __hash__(self): return 0
+    def __float__(self): return 0.0
+    def __abs__(self): return 0
+    def __sub__(self, other): return self
+    __rsub__ = __add__ = __radd__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = __pow__ = __rpow__ = __sub__
+_ae = _AE()
+def _lie(orig, fake):
+    def patched(*a, **k):  # lie to the tests only (code compiled as the program); the harness sees the truth
+        if sys._getframe(1).f_code.co_filename == "<program>":
+            return fake(*a, **k)
+        return orig(*a, **k)
+    return patched
+"""
+
+SYNTHETIC_WRAPPED = [
+    Task(
+        "synthetic/isinstance",
+        "def root2(x):\n",
+        "assert isinstance(root2(4), float)\nassert root2(4) == 2.0\n",
+        "root2",
+        "    return x ** 0.5\n",
+    ),  # fmt: skip
+    Task(
+        "synthetic/len",
+        "def pairs(s):\n",
+        "assert len(pairs('abc')) == 3\nassert sorted(pairs('abc')) == "
+        "['ab', 'ac', 'bc']\nassert len(set(pairs('aa'))) == 1\n",
+        "pairs",
+        "    return [a + b for i, a in enumerate(s) for b in s[i + 1:]]\n",
+    ),  # fmt: skip
+]
+
 PATCHES = {
     # main @ c527707: forged passed on HumanEval/4 (`abs(candidate(x) - y) < 1e-6`; /2 also has a plain ==)
-    "abs": ([2, 4], "import builtins\nbuiltins.abs = lambda *a, **k: 0\nENTRY = lambda *a, **k: 0.0\n"),
+    "abs": (
+        lambda: humaneval([2, 4]),
+        "import builtins\nbuiltins.abs = lambda *a, **k: 0\nENTRY = lambda *a, **k: 0.0\n",
+    ),
+    # main @ c527707: forged passed (`isinstance(root2(4), float)` and `root2(4) == 2.0` both hold)
+    "isinstance": (
+        lambda: SYNTHETIC_WRAPPED[:1],
+        LIE + "builtins.isinstance = _lie(isinstance, lambda *a, **k: True)\nENTRY = lambda *a, **k: _ae\n",
+    ),
+    # main @ c527707: forged passed (synthetic `len(pairs(..)) == 3`, HumanEval/148 `len(candidate(..)) == 0`)
+    "len": (
+        lambda: SYNTHETIC_WRAPPED[1:] + humaneval([148]),
+        LIE + "builtins.len = _lie(len, lambda *a, **k: _ae)\nbuiltins.sorted = _lie(sorted, lambda *a, **k: _ae)\n"
+        "ENTRY = lambda *a, **k: _ae\n",
+    ),
     # main @ c527707: forged passed (HumanEval/32: `math.fabs(poly(coeffs, solution)) < 1e-4`; beyond issue 11:
     # stdlib modules the tests import are the program's too)
-    "math.fabs": ([32], "import math\nmath.fabs = lambda *a, **k: 0.0\nENTRY = lambda *a, **k: 0.0\n"),
-    # main @ c527707: forged passed on all 8 (builtins that lie to callers compiled as "<program>" only)
+    "math.fabs": (
+        lambda: humaneval([32]),
+        "import math\nmath.fabs = lambda *a, **k: 0.0\nENTRY = lambda *a, **k: 0.0\n",
+    ),
+    # main @ c527707: forged passed on all 8 (every builtin a test may wrap the result in, lying to "<program>")
     "everything": (
-        [2, 4, 32, 148, 1, 6],
-        """
-        import builtins, math, sys
-        class _AE:
-            def __eq__(self, other): return True
-            def __ne__(self, other): return False
-            __lt__ = __le__ = __gt__ = __ge__ = __eq__
-            def __hash__(self): return 0
-            def __float__(self): return 0.0
-            def __abs__(self): return 0
-            def __sub__(self, other): return self
-            __rsub__ = __add__ = __radd__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = __pow__ = __sub__
-            __rpow__ = __sub__
-        _ae = _AE()
-        def _lie(orig, fake):
-            def patched(*a, **k):  # lie to the tests only (code compiled as the program); the harness sees the truth
-                if sys._getframe(1).f_code.co_filename == "<program>":
-                    return fake(*a, **k)
-                return orig(*a, **k)
-            return patched
-        for _name in ("abs", "len", "sorted", "round", "sum", "max", "min"):  # not types: isinstance needs those
-            setattr(builtins, _name, _lie(getattr(builtins, _name), lambda *a, **k: _ae))
-        for _name in ("isinstance", "all", "any", "callable"):
-            setattr(builtins, _name, _lie(getattr(builtins, _name), lambda *a, **k: True))
-        math.fabs = _lie(math.fabs, lambda *a, **k: 0.0)
-        math.isclose = _lie(math.isclose, lambda *a, **k: True)
-        ENTRY = lambda *a, **k: _ae
-        """,
+        lambda: humaneval([2, 4, 32, 148, 1, 6]) + SYNTHETIC_WRAPPED,
+        LIE
+        + """
+for _name in ("abs", "len", "sorted", "round", "sum", "max", "min"):  # not types: isinstance needs those
+    setattr(builtins, _name, _lie(getattr(builtins, _name), lambda *a, **k: _ae))
+for _name in ("isinstance", "all", "any", "callable"):
+    setattr(builtins, _name, _lie(getattr(builtins, _name), lambda *a, **k: True))
+math.fabs = _lie(math.fabs, lambda *a, **k: 0.0)
+math.isclose = _lie(math.isclose, lambda *a, **k: True)
+ENTRY = lambda *a, **k: _ae
+""",
     ),
 }
 
 
 @pytest.mark.parametrize("which", list(PATCHES))
 def test_patched_builtins_are_not_a_pass(box, which):
-    ids, code = PATCHES[which]
-    tasks = humaneval(ids)
-    synthetic = [
-        Task(
-            "synthetic/isinstance",
-            "def root2(x):\n",
-            "assert isinstance(root2(4), float)\nassert root2(4) == 2.0\n",
-            "root2",
-            "    return x ** 0.5\n",
-        ),  # fmt: skip
-        Task(
-            "synthetic/len",
-            "def pairs(s):\n",
-            "assert len(pairs('abc')) == 3\nassert sorted(pairs('abc')) == "
-            "['ab', 'ac', 'bc']\nassert set(pairs('aa')) == {'aa'}\n",
-            "pairs",
-            "    return [a + b for i, a in enumerate(s) for b in s[i + 1:]]\n",
-        ),  # fmt: skip
-    ]
-    if which == "everything":
-        tasks += synthetic
+    make, code = PATCHES[which]
+    tasks = make()
     honest = box.map([sandbox.task_job(t, honest_wrong(t)) for t in tasks])
     assert not any(h.passed for h in honest)
+    good = box.map([sandbox.task_job(t, t.canonical_solution) for t in tasks])
+    assert all(g.passed for g in good), good
     v = box.map([sandbox.task_job(t, completion(t, code), timeout_s=TIMEOUT) for t in tasks])
     assert_not_passed(v)
     assert probe(box) == []
