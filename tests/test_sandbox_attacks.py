@@ -445,6 +445,15 @@ def assert_same_worker(box, before) -> None:
     assert box.worker_pids() == before, "the worker was replaced: a later run would not prove anything"
 
 
+def after_attack(box, before, tasks=()) -> None:
+    """On the same worker: correct solutions still pass, and a later program finds nothing of the attack."""
+    if tasks:
+        good = box.map([sandbox.task_job(t, t.canonical_solution, timeout_s=TIMEOUT) for t in tasks])
+        assert all(g.passed for g in good), [(g.status, g.detail) for g in good]
+    assert probe(box) == []
+    assert_same_worker(box, before)
+
+
 PROBE = r"""
 import ctypes, os
 found = []
@@ -624,8 +633,7 @@ def test_forged_report(box, via, plus):
     jobs = [sandbox.task_job(t, completion(t, code), plus=plus, timeout_s=TIMEOUT) for t in tasks]
     honest = box.map([sandbox.task_job(t, honest_wrong(t), timeout_s=TIMEOUT) for t in tasks])
     assert_not_passed(box.map(jobs), honest if not plus else None)
-    assert_same_worker(box, before)
-    assert probe(box) == []
+    after_attack(box, before, tasks)
 
 
 def test_forged_report_through_gc_mutating_the_harness_state(box, he_tasks):
@@ -675,8 +683,7 @@ def test_forged_report_through_gc_mutating_the_harness_state(box, he_tasks):
     honest = box.map([sandbox.task_job(t, honest_wrong(t)) for t in he_tasks])
     v = box.map([sandbox.task_job(t, completion(t, code), timeout_s=TIMEOUT) for t in he_tasks])
     assert_not_passed(v, honest)
-    assert_same_worker(box, before)
-    assert probe(box) == []
+    after_attack(box, before, he_tasks)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -688,10 +695,11 @@ def test_rebinding_fail_to_ok_is_not_a_pass(box, he_tasks):
     mbpp = load_tasks("mbpp", "test")[:3]
     tasks = he_tasks + mbpp
     code = "ENTRY = lambda *a, **k: None\n__codelib_fail__ = lambda *a, **k: __codelib_ok__()\n"
+    before = box.worker_pids()
     honest = box.map([sandbox.task_job(t, honest_wrong(t)) for t in tasks])
     v = box.map([sandbox.task_job(t, completion(t, code), timeout_s=TIMEOUT) for t in tasks])
     assert_not_passed(v, honest)
-    assert probe(box) == []
+    after_attack(box, before, tasks)
 
 
 def test_extra_ok_calls_and_report_writes_do_not_raise_the_test_fraction(box, he_tasks):
@@ -705,9 +713,11 @@ def test_extra_ok_calls_and_report_writes_do_not_raise_the_test_fraction(box, he
     _spray([b"+" * 1000])
     ENTRY = lambda *a, **k: None
     """
+    before = box.worker_pids()
     honest = box.map([sandbox.task_job(t, honest_wrong(t)) for t in he_tasks])
     v = box.map([sandbox.task_job(t, completion(t, code), timeout_s=TIMEOUT) for t in he_tasks])
     assert_not_passed(v, honest)
+    after_attack(box, before, he_tasks)
     for h, x in zip(honest, v, strict=True):
         assert x.tests_total == h.tests_total and x.tests_passed <= h.tests_passed, (x, h)
     from codelib.rewards import test_fraction_reward
@@ -775,7 +785,7 @@ def test_lookup_table_of_the_asserted_values(box, via):
     honest = box.map([sandbox.task_job(t, honest_wrong(t)) for t in tasks])
     v = box.map([sandbox.task_job(t, completion(t, LOOKUP[via]), timeout_s=TIMEOUT) for t in tasks])
     assert_not_passed(v, honest)
-    assert_same_worker(box, before)
+    after_attack(box, before, tasks)
 
 
 def test_the_test_text_is_not_in_the_candidates_memory(box, he_tasks):
@@ -845,8 +855,10 @@ ALWAYS_EQUAL = {
 @pytest.mark.parametrize("plus", [False, True], ids=["base", "plus"])
 def test_always_equal_results_are_not_a_pass(box, kind, plus):
     tasks = (load_tasks("humaneval_plus", "test") if plus else humaneval())[:5]
+    before = box.worker_pids()
     v = box.map([sandbox.task_job(t, completion(t, ALWAYS_EQUAL[kind]), plus=plus, timeout_s=TIMEOUT) for t in tasks])
     assert_not_passed(v)
+    after_attack(box, before)
 
 
 LIE = """
@@ -935,9 +947,10 @@ def test_patched_builtins_are_not_a_pass(box, which):
     assert not any(h.passed for h in honest)
     good = box.map([sandbox.task_job(t, t.canonical_solution) for t in tasks])
     assert all(g.passed for g in good), good
+    before = box.worker_pids()
     v = box.map([sandbox.task_job(t, completion(t, code), timeout_s=TIMEOUT) for t in tasks])
     assert_not_passed(v)
-    assert probe(box) == []
+    after_attack(box, before, tasks)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -987,9 +1000,7 @@ def test_stdio_program_cannot_find_its_expected_output(box, via):
     v = box.map([sandbox.task_job(task, program(STDIO[via] + STDIO_FIND), timeout_s=TIMEOUT)])[0]
     assert_not_passed([v])
     assert v.tests_passed == 0, v
-    good = box.map([sandbox.task_job(task, task.canonical_solution, timeout_s=TIMEOUT)])[0]
-    assert good.passed, good
-    assert_same_worker(box, before)
+    after_attack(box, before, [task])
 
 
 def test_stdio_expected_outputs_are_not_in_the_programs_memory(box):
@@ -1051,8 +1062,10 @@ def test_malformed_forged_replies_are_errors_not_exceptions(box, name):
     body = MALFORMED[name]
     code = f"def __attack__(*args, **kwargs):\n    tokens, _ = _loot(_frames_getframe())\n    _forge(tokens, {body!r})\nENTRY = __attack__\n"  # fmt: skip
     jobs = [sandbox.task_job(task, completion(task, code), plus=p, timeout_s=TIMEOUT) for p in (False, True)]
+    before = box.worker_pids()
     v = box.map(jobs)  # must return, whatever came back
     assert_not_passed(v)
+    after_attack(box, before, [task])
     assert sandbox.check([task], [task.canonical_solution], workers=1, plus=True)[0].passed
 
 
@@ -2144,6 +2157,7 @@ def test_hostile_return_values_are_failed_calls(box, name):
     assert time.monotonic() - start < 3 * (TIMEOUT + 15), "the judge must bound what it decodes"
     good = box.map([sandbox.task_job(t, t.canonical_solution) for t in tasks])
     assert all(x.passed for x in good), good
+    assert probe(box) == []  # (the worker may have been replaced: a judge that gave up is no leak)
 
 
 CHANNEL = {
@@ -2168,7 +2182,8 @@ def test_abusing_the_channel_to_the_judge_is_not_a_pass(box, name):
     assert_not_passed(v)
     good = box.map([sandbox.task_job(t, t.canonical_solution) for t in tasks])
     assert all(x.passed for x in good), good
-    assert box.worker_pids() == before or all(x.passed for x in good)
+    assert probe(box) == []
+    del before  # a worker replaced after its channel was wrecked is fine; a wrong verdict or a leftover is not
 
 
 OTHERS = r"""
