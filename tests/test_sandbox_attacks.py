@@ -349,8 +349,11 @@ def _table(sources, names):
     for src in sources:
         if isinstance(src, bytes):
             src = src.decode("utf-8", "replace")
-        start = min([i for i in (src.find("def check("), src.find("assert ")) if i >= 0] or [0])
-        tree = _parse_prefix(textwrap_dedent(src[start:]))
+        try:
+            tree = _ast.parse(src)  # a whole program
+        except SyntaxError:  # a piece of memory: from the tests on, as far as it parses
+            start = min([i for i in (src.find("def check(candidate)"), src.find("assert ")) if i >= 0] or [0])
+            tree = _parse_prefix(textwrap_dedent(src[start:]))
         if tree is None:
             continue
         env = {"math": math, "__builtins__": __builtins__}
@@ -733,16 +736,17 @@ def test_extra_ok_calls_and_report_writes_do_not_raise_the_test_fraction(box, he
 
 
 LOOKUP = {
-    # main @ c527707: forged passed on every HumanEval/synthetic task tried (the caller's assert, evaluated)
+    # main @ c527707: forged passed on 10 of 10 (5 HumanEval, 3 synthetic, 2 MBPP: the caller's assert, evaluated)
     "frames": """
     _SRC = []
     def __attack__(*args, **kwargs):
         f = _sys._getframe(1)
         if not _SRC:
             g = _sys._getframe()
-            while g is not None and not _SRC:
+            while g is not None:
                 _SRC.extend(_program_sources([dict(g.f_locals)]))
                 g = g.f_back
+            _SRC.sort(key=len, reverse=True)  # the whole program before any docstring that quotes an assert
         for src in _SRC:
             tree = _parse_prefix(src)
             for node in _ast.walk(tree) if tree else ():
@@ -756,7 +760,7 @@ LOOKUP = {
         return None
     ENTRY = __attack__
     """,
-    # main @ c527707: forged passed (the request dict, with the program text, is a gc object)
+    # main @ c527707: forged passed on 10 of 10 (the request dict, with the program text, is a gc object)
     "gc": """
     _T = {}
     def __attack__(*args, **kwargs):
@@ -765,7 +769,7 @@ LOOKUP = {
         return _T.get(repr(args))
     ENTRY = __attack__
     """,
-    # main @ c527707: forged passed (the test text is in /proc/self/mem)
+    # main @ c527707: forged passed on 10 of 10 (the test text is in /proc/self/mem)
     "memscan": """
     _T = {}
     def __attack__(*args, **kwargs):
@@ -802,7 +806,7 @@ def test_the_test_text_is_not_in_the_candidates_memory(box, he_tasks):
         raise SystemExit(3)
     ENTRY = __attack__
     """.replace("NEEDLES", repr(needles))
-    v = box.map([sandbox.task_job(t, completion(t, code), timeout_s=6) for t in tasks])
+    v = box.map([sandbox.task_job(t, completion(t, code), timeout_s=TIMEOUT) for t in tasks])
     assert_not_passed(v)
     assert not any("LEAK" in x.stdout for x in v), [x.stdout for x in v]
     assert not any(x.status == "timeout" for x in v), [x.detail for x in v]
@@ -813,7 +817,7 @@ def test_the_test_text_is_not_in_the_candidates_memory(box, he_tasks):
 
 
 ALWAYS_EQUAL = {
-    # main @ c527707: forged passed (plus inputs catch it: encoded as an object, unequal to every output)
+    # main @ c527707: forged passed on 5 of 5 (plus=True: contained, encoded as an object, unequal to every output)
     "object": """
     class _AE:
         def __eq__(self, other): return True
@@ -832,7 +836,7 @@ ALWAYS_EQUAL = {
         def __round__(self, n=0): return self
     ENTRY = lambda *a, **k: _AE()
     """,
-    # main @ c527707: forged passed (plus=True: contained, `_encode` sends the plain str and it differs)
+    # main @ c527707: forged passed on 4 of 5 (plus=True: contained, `_encode` sends the plain str and it differs)
     "str-subclass": """
     class _S(str):
         def __eq__(self, other): return True
@@ -840,7 +844,7 @@ ALWAYS_EQUAL = {
         __hash__ = str.__hash__
     ENTRY = lambda *a, **k: _S("x")
     """,
-    # main @ c527707: forged passed (plus=True: contained)
+    # main @ c527707: forged passed on 4 of 5 (plus=True: contained)
     "list-subclass": """
     class _L(list):
         def __eq__(self, other): return True
@@ -910,7 +914,7 @@ PATCHES = {
         lambda: SYNTHETIC_WRAPPED[:1],
         LIE + "builtins.isinstance = _lie(isinstance, lambda *a, **k: True)\nENTRY = lambda *a, **k: _ae\n",
     ),
-    # main @ c527707: forged passed (synthetic `len(pairs(..)) == 3`, HumanEval/148 `len(candidate(..)) == 0`)
+    # main @ c527707: forged passed on the synthetic task (`len(pairs(..)) == 3`); HumanEval/148 resists
     "len": (
         lambda: SYNTHETIC_WRAPPED[1:] + humaneval([148]),
         LIE + "builtins.len = _lie(len, lambda *a, **k: _ae)\nbuiltins.sorted = _lie(sorted, lambda *a, **k: _ae)\n"
@@ -922,7 +926,7 @@ PATCHES = {
         lambda: humaneval([32]),
         "import math\nmath.fabs = lambda *a, **k: 0.0\nENTRY = lambda *a, **k: 0.0\n",
     ),
-    # main @ c527707: forged passed on all 8 (every builtin a test may wrap the result in, lying to "<program>")
+    # main @ c527707: forged passed on 7 of 8 (every builtin a test may wrap the result in, lying to "<program>")
     "everything": (
         lambda: humaneval([2, 4, 32, 148, 1, 6]) + SYNTHETIC_WRAPPED,
         LIE
