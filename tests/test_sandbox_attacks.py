@@ -792,6 +792,7 @@ def test_lookup_table_of_the_asserted_values(box, via):
     after_attack(box, before, tasks)
 
 
+@pytest.mark.slow
 def test_the_test_text_is_not_in_the_candidates_memory(box, he_tasks):
     # main @ c527707: forged (the untrusted process holds `def check(candidate)` and the first assert)
     tasks = he_tasks[:2]
@@ -1359,9 +1360,15 @@ def test_files_in_world_writable_places_do_not_survive():
         b.map([FILES_WRITE])
         leftovers = probe(b)
         assert_same_worker(b, before)
+    escaped = []
+    for d in ("/tmp", "/var/tmp", "/dev/shm", "/", REPO, "/root"):  # the host's own directories
+        for name in (MARK + "-file", MARK + "-fifo"):
+            path = os.path.join(d, name)
+            if os.path.lexists(path):
+                escaped.append(path)
+                os.unlink(path)
+    assert escaped == []
     assert leftovers == []
-    for d in ("/tmp", "/var/tmp", "/dev/shm"):
-        assert not os.path.exists(os.path.join(d, MARK + "-file"))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -1952,6 +1959,7 @@ print("WROTE" if done else "DENIED", done)
 """
 
 
+@pytest.mark.slow
 def test_unprivileged_flag_as_root_cannot_write_root_owned_files():
     # beyond issue 11. main @ c527707 (root, unprivileged=True): forged: the program runs as host uid 0 in a user
     # namespace; without capabilities it still owns every root-owned file (owner permission bits), so it can
@@ -2065,6 +2073,7 @@ def _throwaway_with_peek(body: str) -> dict:
 # beyond issue 11
 
 
+@pytest.mark.slow
 def test_candidate_cannot_find_the_canonical_solution_left_by_its_plus_reference():
     # beyond issue 11. main @ c527707: forged passed, plus inputs included (the reference job runs on the same
     # worker just before the candidate; its `prompt + canonical_solution` stays in the fork server's freed memory,
