@@ -2256,6 +2256,7 @@ def test_other_processes_of_a_run_cannot_be_read_or_stopped(box):
 
 
 def test_all_of_them_in_one_batch_through_check():
+    # main @ c527707: forged (the frame forgeries, the lookup, the always-equal object and the rebinding pass)
     # every attack above in one `check()` call on a fresh pool: nothing passes, nothing raises, correct
     # solutions in the same batch pass
     tasks, comps, good = [], [], []
