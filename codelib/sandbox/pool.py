@@ -266,17 +266,25 @@ class _Worker:
     def submit(self, run, step: dict, sel, grace: float) -> None:
         self.run, self.step = run, step
         self.reply = self.result = None
-        self.wbuf = bytearray(wire.frame(step["request"]))
-        self.fds = []
+        request = dict(step["request"])
+        # the program and its stdin go to the child in memory files the worker passes on unread: no program, input or
+        # test ever sits in the worker's memory, where a later program forked from it could find it
+        self.fds, names = [_memfile("program", request.pop("program"))], ["program"]
+        stdin = request.pop("stdin", None)
+        if stdin is not None:
+            self.fds.append(_memfile("stdin", stdin))
+            names.append("stdin")
         self.spec_w = self.result_r = None
         if step.get("spec") is not None:
             spec_r, self.spec_w = os.pipe()
             self.result_r, result_w = os.pipe()
-            self.fds = [spec_r, result_w]
+            self.fds += [spec_r, result_w]
+            names += ["spec", "result"]
             self.spec_buf = bytearray(step["spec"])
             self.result_buf = bytearray()
             os.set_blocking(self.spec_w, False)
             os.set_blocking(self.result_r, False)
+        self.wbuf = bytearray(wire.frame(dict(request, fds=names)))
         self.started = time.monotonic()
         self.deadline = self.started + step["budget"] + grace
         self._flush()
@@ -411,6 +419,16 @@ class _Worker:
                     break
                 except OSError:
                     time.sleep(0.01)  # the last process is still leaving
+
+
+def _memfile(name: str, text: str) -> int:
+    """A memory file holding `text`, at offset 0 (a regular file: `os.fstat(0).st_size` works on stdin)."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    data = text.encode("utf-8", "surrogatepass")
+    while data:
+        data = data[os.write(fd, data) :]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 def _kill_uid(uid: int) -> None:

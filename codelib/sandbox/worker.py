@@ -197,9 +197,6 @@ class Server:
                 reply = self.handle(request, fds)
             except Exception as e:  # a sandbox bug must not look like a verdict on the program
                 reply = dict(status="error", detail=f"sandbox internal error: {type(e).__name__}: {e}"[:300])
-            finally:
-                for fd in fds:
-                    _close(fd)
             self._send(reply)
 
     def _recv(self) -> tuple[dict | None, list[int]]:
@@ -225,37 +222,34 @@ class Server:
     # -- runs
 
     def handle(self, req: dict, fds: list[int]) -> dict:
+        """One run. The program, its stdin and the judge's pipes come as file descriptors this process never reads."""
         self.counter += 1
-        stdin_path = os.devnull
-        if req.get("stdin") is not None:
-            stdin_path = os.path.join(self.private, "stdin")
-            with open(stdin_path, "w", encoding="utf-8") as f:
-                f.write(req["stdin"])
+        named = dict(zip(req.get("fds", []), fds, strict=False))
         try:
+            if len(named) != len(fds) or "program" not in named:
+                return dict(status="error", detail="sandbox internal error: a request without its files")
             if req["kind"] == "function":
-                return self._function(req, fds, stdin_path)
-            return self._inside(req, stdin_path)
+                return self._function(req, named)
+            return self._inside(req, named)
         finally:
+            for fd in named.values():
+                _close(fd)  # before the reply: the parent reads the judge's result pipe until every writer is gone
             self._kill_leftovers()
-            if stdin_path != os.devnull:
-                os.unlink(stdin_path)
 
-    def _function(self, req: dict, fds: list[int], stdin_path: str) -> dict:
+    def _function(self, req: dict, named: dict) -> dict:
         """The program serves calls; a judge child runs the tests against it (spec and result: the parent's pipes)."""
-        spec_fd, result_fd = fds
         ours, theirs = socket.socketpair()
         judge_pid = os.fork()
         if judge_pid == 0:
             ours.close()
-            _judge_child(self, req, spec_fd, result_fd, theirs.fileno())
+            _judge_child(self, req, named["spec"], named["result"], theirs.fileno())
         theirs.close()
-        _close(spec_fd)
-        _close(result_fd)
-        fds.clear()
+        _close(named.pop("spec"))
+        _close(named.pop("result"))  # the judge holds the only writer: EOF for the parent when it exits
         pipes = [os.pipe(), os.pipe()]
         pid = os.fork()
         if pid == 0:
-            _child(self, req, stdin_path, pipes, {harness.CALL_FD: ours.fileno()}, "serve")
+            _child(self, req, named, pipes, {harness.CALL_FD: ours.fileno()}, "serve")
         ours.close()
         watch = _watch(self, pid, judge_pid, pipes, float(req["timeout_s"]), int(req["cap"]))
         out = dict(kind="function", duration_s=watch["duration"], stdout=watch["stdout"], stderr=watch["stderr"],
@@ -263,15 +257,14 @@ class Server:
                    judge_ended=_ended(watch["judge_status"]))  # fmt: skip
         return out
 
-    def _inside(self, req: dict, stdin_path: str) -> dict:
+    def _inside(self, req: dict, named: dict) -> dict:
         token = os.urandom(16).hex().encode()
         pipes = [os.pipe(), os.pipe(), os.pipe()]  # stdout, stderr, report
         stdio = req["kind"] == "stdio"
         pid = os.fork()
         if pid == 0:
             extra = {harness.REPORT_FD: pipes[2][1]}
-            req.pop("stdin", None)
-            _child(self, dict(req, token=token), stdin_path, pipes, extra, "stdio" if stdio else "inside")
+            _child(self, dict(req, token=token), named, pipes, extra, "stdio" if stdio else "inside")
         watch = _watch(self, pid, None, pipes, float(req["timeout_s"]), int(req["cap"]))
         report = watch["report"]
         cap = REPORT_CAP_BYTES if watch["report_overflow"] else int(req["cap"])
@@ -479,14 +472,17 @@ def _confine(server: Server, uid: int | None) -> None:
         isolation.install_seccomp(server.seccomp)
 
 
-def _child(server: Server, req: dict, stdin_path: str, pipes, extra: dict, mode: str):
+def _child(server: Server, req: dict, named: dict, pipes, extra: dict, mode: str):
     """The forked program child: confine itself, then run the harness. Never returns."""
     try:
         os.setsid()
         for fd in server.cgroup_fds:
             os.write(fd, b"0")
-        fd = os.open(stdin_path, os.O_RDONLY)
-        os.dup2(fd, 0)
+        chunks = []
+        while chunk := os.read(named["program"], 1 << 20):
+            chunks.append(chunk)
+        req["program"] = b"".join(chunks).decode("utf-8", "surrogatepass")
+        os.dup2(named["stdin"] if "stdin" in named else os.open(os.devnull, os.O_RDONLY), 0)
         os.dup2(pipes[0][1], 1)
         os.dup2(pipes[1][1], 2)
         for target, source in extra.items():
