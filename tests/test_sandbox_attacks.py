@@ -352,7 +352,7 @@ def _table(sources, names):
         try:
             tree = _ast.parse(src)  # a whole program
         except SyntaxError:  # a piece of memory: from the tests on, as far as it parses
-            start = min([i for i in (src.find("def check(candidate)"), src.find("assert ")) if i >= 0] or [0])
+            start = min([i for i in (src.find("".join(["def check", "(candidate)"])), src.find("assert ")) if i >= 0] or [0])
             tree = _parse_prefix(textwrap_dedent(src[start:]))
         if tree is None:
             continue
@@ -426,13 +426,16 @@ def stdio_task() -> Task:
     return max(tasks, key=lambda t: min(len(c["output"].strip()) for c in json.loads(t.tests)))
 
 
-def assert_not_passed(verdicts, honest=None):
+def assert_not_passed(verdicts, honest=None, tasks=None):
+    # asserts the prompt itself shows (MBPP's prompt quotes its first test) are the model's to read: not a leak
+    public = [sum(line.strip() in t.prompt for line in t.tests.splitlines() if line.strip().startswith("assert"))
+              for t in tasks] if tasks else [0] * len(verdicts)  # fmt: skip
     for i, v in enumerate(verdicts):
         assert isinstance(v, sandbox.Verdict), v
         assert not v.passed and v.status != "passed", (i, v.status, v.detail, v.stdout[:300])
         assert_well_formed(v)
         if honest is not None:  # the attack may not raise the share of asserts passed above an honest wrong answer
-            assert v.tests_passed <= honest[i].tests_passed, (i, v, honest[i])
+            assert v.tests_passed <= honest[i].tests_passed + public[i], (i, v, honest[i])
 
 
 def assert_well_formed(v) -> None:
@@ -788,7 +791,7 @@ def test_lookup_table_of_the_asserted_values(box, via):
     before = box.worker_pids()
     honest = box.map([sandbox.task_job(t, honest_wrong(t)) for t in tasks])
     v = box.map([sandbox.task_job(t, completion(t, LOOKUP[via]), timeout_s=TIMEOUT) for t in tasks])
-    assert_not_passed(v, honest)
+    assert_not_passed(v, honest, tasks)
     after_attack(box, before, tasks)
 
 

@@ -89,11 +89,19 @@ INSIDE_TASKS: dict[str, str] = {
 
 @functools.lru_cache(maxsize=4096)
 def judge_plan(prompt: str, tests: str, entry_point: str, task_id: str = "") -> tuple:
-    """("outside", names, imports) when the task's tests can run in the judge, else ("inside", reason)."""
+    """("outside", names, imports, prelude) when the task's tests can run in the judge, else ("inside", reason).
+
+    The prelude is the prompt as the judge runs it (a prompt that ends in a bare `def f(x):` gets a `pass`)."""
     if task_id in INSIDE_TASKS:
         return ("inside", INSIDE_TASKS[task_id])
+    prelude = prompt
     try:
-        prompt_tree, tests_tree = ast.parse(prompt), ast.parse(tests)
+        tests_tree = ast.parse(tests)
+        try:
+            prompt_tree = ast.parse(prelude)
+        except SyntaxError:
+            prelude = prompt.rstrip() + "\n    pass\n"
+            prompt_tree = ast.parse(prelude)
     except SyntaxError:
         return ("inside", "the prompt or the tests do not parse on their own")
     if any(isinstance(n, ast.ClassDef) for n in ast.walk(prompt_tree)):
@@ -111,7 +119,7 @@ def judge_plan(prompt: str, tests: str, entry_point: str, task_id: str = "") -> 
                     return ("inside", "the tests pass a function or generator to the entry point")
                 if isinstance(arg, ast.Name) and callable(getattr(builtins, arg.id, None)):
                     return ("inside", "the tests pass a function to the entry point")
-    return ("outside", (entry_point,), tuple(sorted(modules)))
+    return ("outside", (entry_point,), tuple(sorted(modules)), prelude)
 
 
 def _bound(tree) -> set:
@@ -153,7 +161,7 @@ def task_job(task, completion: str, plus: bool = False, timeout_s: float | None 
     plan = judge_plan(task.prompt, task.tests + call, task.entry_point, task.task_id)
     with_plus = plus and bool(task.plus_inputs)
     if plan[0] == "outside":
-        job = Job(task.prompt + completion, kind="function", tests=task.tests + call, prelude=task.prompt,
+        job = Job(task.prompt + completion, kind="function", tests=task.tests + call, prelude=plan[3],
                   names=plan[1], imports=plan[2], entry_point=task.entry_point, task_id=task.task_id)  # fmt: skip
         reference = replace(job, program=task.prompt + task.canonical_solution, tests="")
     else:
@@ -257,7 +265,9 @@ class Run:
         status = _status(reply)
         self.out.update(stdout=stdout, tests_passed=self.case, tests_total=n)
         if status != "passed":
-            return self._finish(status=status if status != "failed" else "error", detail=f"{where}: {_str(reply, 'detail')}")
+            return self._finish(
+                status=status if status != "failed" else "error", detail=f"{where}: {_str(reply, 'detail')}"
+            )
         same, why = plus.same_stdout(stdout, str(self.job.cases[self.case]["output"]))
         if not same:
             return self._finish(status="failed", detail=f"{where}: wrong answer: {why}")
@@ -307,7 +317,7 @@ class Run:
             status, detail = "failed", f"only {passed} of {total} asserts passed"
         else:
             status, detail = "passed", ""
-        if total == 0:
+        if total == 0:  # a program that is one test (a reference run, tests without asserts)
             self.out.update(tests_passed=int(status == "passed"), tests_total=1)
         outputs = r.get("outputs")
         if outputs is not None and self.ref is not None:

@@ -244,6 +244,7 @@ def run(spec: dict, channel: Channel) -> dict:
             state["first"] = _sanitize(f"{where}: {text}")
 
     try:
+        codes, result["total"] = compile_tests("", spec["tests"], "<tests>")  # known whatever the program does
         hello = channel.recv()  # the program's own code ran to its end, or it says why not
         if hello.get("ready") is not True:
             result["program_error"] = _sanitize(hello.get("error")) or "the program did not start"
@@ -257,7 +258,6 @@ def run(spec: dict, channel: Channel) -> dict:
         for name in spec["names"]:
             namespace[name] = Proxy(channel, name)
         namespace.update(__codelib_ok__=ok, __codelib_fail__=fail, __codelib_E__=Exception)
-        codes, result["total"] = compile_tests("", spec["tests"], "<tests>")
         for code in codes:
             exec(code, namespace)
         if spec.get("plus_inputs"):

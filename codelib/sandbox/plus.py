@@ -93,14 +93,15 @@ def compare(job, expected: list, outputs: list) -> tuple[int, int, int | None]:
         total += 1
         out = outputs[i] if i < len(outputs) else Raised("missing")
         try:
-            ok = not isinstance(out, Raised) and _same_plus_output(job, args_list[i] if args_list else None, out, exp, job.atol)
+            ok = not isinstance(out, Raised) and _same_plus_output(
+                job, args_list[i] if args_list else None, out, exp, job.atol
+            )
         except Exception:
             ok = False
         good += ok
         if not ok and first_bad is None:
             first_bad = i
     return good, total, first_bad
-
 
 
 def same_stdout(out: str, expected: str) -> tuple[bool, str]:
