@@ -572,3 +572,84 @@ def test_values_cross_the_process_boundary_as_data():
     for not_plain in (object(), (x for x in "ab"), ValueError("x"), type("Eq", (), {"__eq__": lambda s, o: True})()):
         with pytest.raises(wire.WireError):
             wire.encode(not_plain)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the judge outside, cgroups v2, checked replies
+
+
+def test_which_judge_each_dataset_gets():
+    from codelib.sandbox.jobs import judge_plan
+
+    def kinds(name):
+        return [sandbox.task_job(t, t.canonical_solution).kind for t in load_tasks(name, "all")]
+
+    for name in ("humaneval", "humaneval_plus", "synthetic"):
+        assert set(kinds(name)) == {"function"}, name  # every task's tests run in the judge
+    assert kinds("mbpp").count("function") >= 970 and kinds("mbpp_plus").count("function") >= 375
+    assert judge_plan("def f(x):\n", "assert f(Node(1)) == 1\n", "f")[0] == "inside"  # a class the solution defines
+    assert judge_plan("def f(g):\n", "assert f(lambda x: x) == 1\n", "f")[0] == "inside"
+    assert judge_plan("def f(x):\n", "assert math.isclose(f(1), 1.0)\n", "f")[2] == ("math",)  # imported by the judge
+
+
+def test_arguments_mutated_in_place_travel_back_and_non_plain_results_fail(box):
+    tests = "a = [3, 1, 2]\nassert f(a) is None\nassert a == [1, 2, 3]\nd = {}\nf(d)\nassert d == {'k': 1}\n"
+    prompt = "def f(x):\n"
+    ok = "    if isinstance(x, list):\n        x.sort()\n    else:\n        x['k'] = 1\n"
+    gen = "    return (i for i in x)\n"
+    v = box.map([function_job(ok, tests, prompt), function_job(gen, "assert list(f([1])) == [1]\n", prompt)])
+    assert v[0].passed and v[0].judge == "outside", v[0]
+    assert v[1].status == "failed" and "not plain data" in v[1].detail and "generator" in v[1].detail
+
+
+def test_exceptions_cross_as_their_builtin_type(box):
+    tests = (
+        "try:\n    f(-1)\n    assert False\nexcept ValueError as e:\n    assert 'neg' in str(e)\nassert f(2) == 2\n"
+    )
+    v = box.map([function_job("    if x < 0:\n        raise ValueError('negative')\n    return x\n", tests)])[0]
+    assert v.passed, v
+
+
+def test_cgroup_v2_on_a_delegated_tree(tmp_path):
+    from codelib.sandbox import isolation
+
+    parent = tmp_path / "user.slice"
+    parent.mkdir()
+    (parent / "cgroup.controllers").write_text("cpu memory pids\n")
+    (parent / "cgroup.subtree_control").write_text("")
+    groups = isolation.cgroup_v2(str(tmp_path), "/user.slice", "codelib-sandbox-1", 5 << 30, 72)
+    assert groups == [str(parent / "codelib-sandbox-1")]
+    assert (parent / "cgroup.subtree_control").read_text() == "+memory +pids"
+    assert (parent / "codelib-sandbox-1" / "memory.max").read_text() == str(5 << 30)
+    assert (parent / "codelib-sandbox-1" / "pids.max").read_text() == "72"
+    (parent / "cgroup.controllers").write_text("cpu io\n")  # a tree without the controllers: said, not faked
+    with pytest.raises(OSError, match="lacks the memory/pids controllers"):
+        isolation.cgroup_v2(str(tmp_path), "/user.slice", "codelib-sandbox-2", 1 << 30, 72)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        {"status": "passed", "tests_total": "x", "tests_passed": 1, "duration_s": 0.1, "stdout": ""},
+        {"status": "passed", "tests_total": 2, "tests_passed": 2, "duration_s": float("nan"), "stdout": ""},
+        {"status": "passed", "tests_total": 2, "tests_passed": 2, "duration_s": 0.1, "stdout": {"a": 1}},
+        {"status": "won", "tests_total": 2, "tests_passed": 2, "duration_s": 0.1, "stdout": ""},
+        {"status": "passed", "tests_total": -3, "tests_passed": 2, "duration_s": 0.1, "stdout": ""},
+        {"status": "passed", "tests_total": 1, "tests_passed": 1, "duration_s": 0.1, "stdout": "", "done": True,
+         "outputs": "abc"},
+    ],
+)  # fmt: skip
+def test_malformed_replies_are_error_verdicts(box, reply):
+    from codelib.sandbox.jobs import Run
+
+    task = Task("t/0", "def f(x):\n", "assert f(1) == 1\n", "f", "    return x\n", plus_inputs="[[1]]")
+    job = sandbox.task_job(task, "    return x\n", plus=True)
+    run = Run(sandbox.Job("pass", plus_inputs="[[1]]"), box, {})
+    run.feed(reply, None)
+    v = run.verdict()
+    assert v.status == "error" and not v.passed and "malformed" in v.detail
+    for result in (b"not json", b'{"done": true, "passed": "x", "total": 1}', b"[1, 2]", b'{"done": "yes"}'):
+        run = Run(job, box, {})
+        run.ref = ([1], 0.1)
+        run.feed({"kind": "function", "duration_s": 0.1, "stdout": "", "stderr": "", "ended": {"exit": 0}}, result)
+        assert not run.verdict().passed
