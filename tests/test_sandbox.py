@@ -653,3 +653,16 @@ def test_malformed_replies_are_error_verdicts(box, reply):
         run.ref = ([1], 0.1)
         run.feed({"kind": "function", "duration_s": 0.1, "stdout": "", "stderr": "", "ended": {"exit": 0}}, result)
         assert not run.verdict().passed
+
+
+def test_without_namespaces_it_warns_judges_and_removes_any_nest():
+    nest = "import os\nfor _ in range(1100):\n    os.mkdir('d')\n    os.chdir('d')\nopen('x', 'w').write('y' * 1000)\n"
+    look = "import os\nprint(sorted(os.listdir('..')))\n"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        b = Sandbox(workers=1, timeout_s=5, namespaces=False)
+    with b:
+        assert "namespaces" in b.isolation["missing"] and "filesystem" in b.isolation["missing"]
+        v = b.map([nest, look, "assert 1 == 1"])
+        assert [x.status for x in v] == ["passed", "passed", "passed"]
+        assert v[1].stdout == "['run2']\n"  # run1's 1,100-level nest is gone (no recursion limit)

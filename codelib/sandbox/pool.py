@@ -65,7 +65,8 @@ class Sandbox:
         tmpfs_mb: int = 512,  # size of each run's fresh /tmp (its working directory)
         reference_timeout_s: float = J.REFERENCE_TIMEOUT_S,
         grace_s: float = 10.0,  # a worker silent this long past its job's limits is killed and replaced
-        unprivileged: bool = False,  # behave as without root (user namespace, no uid switch): tests the fallback
+        unprivileged: bool = False,  # behave as without root (user namespace, no uid switch): tests that path
+        namespaces: bool = True,  # False: behave as a host without namespaces (tests the last fallback)
         hide: tuple = (),  # kept for compatibility: the program's root is an allow-list, nothing else is visible
     ):
         self.workers = int(workers or len(os.sched_getaffinity(0)))
@@ -82,6 +83,7 @@ class Sandbox:
             max_procs=max_procs,
             tmpfs_mb=tmpfs_mb,
             unprivileged=bool(unprivileged),
+            namespaces=bool(namespaces),
         )
         self._owner = os.getpid()
         self._lock = threading.Lock()

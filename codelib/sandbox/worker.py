@@ -85,6 +85,8 @@ class Server:
         ns = isolation.CLONE_NEWNS | isolation.CLONE_NEWNET | isolation.CLONE_NEWIPC | isolation.CLONE_NEWPID
         uid, gid = os.getuid(), os.getgid()
         try:
+            if not self.config.get("namespaces", True):
+                raise OSError(1, "turned off (Sandbox(namespaces=False))")
             isolation.unshare(ns if root else ns | isolation.CLONE_NEWUSER)
             if not root:
                 isolation.map_user(uid, gid)
@@ -177,8 +179,7 @@ class Server:
         import tempfile
 
         self.private = tempfile.mkdtemp(prefix="codelib-sandbox-")
-        if root:
-            self.uid = self.judge_uid = None
+        self.uid = self.judge_uid = None
         self.nproc = sum(1 for p in os.listdir("/proc") if p.isdigit()) + int(self.config["max_procs"]) + 256
         self.missing["filesystem"] = "no private root: programs can read the host's files and write to /tmp"
 
@@ -235,6 +236,8 @@ class Server:
             for fd in named.values():
                 _close(fd)  # before the reply: the parent reads the judge's result pipe until every writer is gone
             self._kill_leftovers()
+            if not self.chrooted:
+                _remove_tree(os.path.join(self.private, f"run{self.counter}"))
 
     def _function(self, req: dict, named: dict) -> dict:
         """The program serves calls; a judge child runs the tests against it (spec and result: the parent's pipes)."""
@@ -319,6 +322,37 @@ class Server:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
+
+
+def _remove_tree(top: str) -> None:
+    """Remove a program's directory however deep it nested it or whatever modes it set (no recursion: an explicit
+    stack, so a 100,000-level nest goes too)."""
+    stack, stuck = [top], set()
+    while stack:
+        path = stack[-1]
+        try:
+            os.chmod(path, 0o700, follow_symlinks=False)
+            entries = list(os.scandir(path))
+        except FileNotFoundError:
+            stack.pop()
+            continue
+        except OSError:
+            entries = []
+        dirs = [e.path for e in entries if e.is_dir(follow_symlinks=False) and e.path not in stuck]
+        for e in entries:
+            if not e.is_dir(follow_symlinks=False):
+                try:
+                    os.unlink(e.path)
+                except OSError:
+                    pass
+        if dirs:
+            stack += dirs
+            continue
+        try:
+            os.rmdir(path)
+        except OSError:
+            stuck.add(path)
+        stack.pop()
 
 
 def _reap_forever() -> None:
