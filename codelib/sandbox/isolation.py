@@ -77,11 +77,11 @@ def _bind_readonly(source: str, target: str) -> None:
     mount(None, target, None, flags)
 
 
-def build_root(new: str, python_paths: list[str], tmpfs_mb: int) -> None:
+def build_root(new: str, python_paths: list[str]) -> None:
     """Populate `new` (an empty directory on a tmpfs) with what a program may see, read-only: the system's
     binaries and libraries, a few files of /etc, the interpreter, its stdlib and site-packages, five devices. Then
-    an empty /proc (mounted by the pid namespace's init), /tmp (a tmpfs; each run mounts its own over it) and a
-    root-only /.private for the worker. Nothing else: no home, no repository, no checkout, no cache."""
+    an empty /proc (mounted by the pid namespace's init) and /tmp (the worker mounts the runs' tmpfs there).
+    Nothing else: no home, no repository, no checkout, no cache."""
     for path in SYSTEM_DIRS:
         if os.path.islink(path):
             os.symlink(os.readlink(path), new + path)
@@ -105,8 +105,6 @@ def build_root(new: str, python_paths: list[str], tmpfs_mb: int) -> None:
         os.symlink(target, new + "/dev/" + name)
     os.makedirs(new + "/proc", 0o555)
     os.makedirs(new + "/tmp", 0o755)
-    mount("tmpfs", new + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={int(tmpfs_mb)}m,mode=755")
-    os.makedirs(new + "/.private", 0o700)
 
 
 def _covered(new: str, path: str) -> bool:
@@ -216,8 +214,7 @@ _DENY = {
     "x86_64": dict(msgget=68, msgsnd=69, msgrcv=70, msgctl=71, semget=64, semop=65, semctl=66, semtimedop=220,
                    shmget=29, shmat=30, shmctl=31, shmdt=67, mq_open=240, mq_unlink=241, mq_timedsend=242,
                    mq_timedreceive=243, mq_notify=244, mq_getsetattr=245, add_key=248, request_key=249, keyctl=250,
-                   ptrace=101, process_vm_readv=310, process_vm_writev=311, unshare=272, setns=308, mount=165,
-                   umount2=166, pivot_root=155, chroot=161, bpf=321, perf_event_open=298, userfaultfd=323,
+                   ptrace=101, process_vm_readv=310, process_vm_writev=311, unshare=272, setns=308, pivot_root=155, chroot=161, bpf=321, perf_event_open=298, userfaultfd=323,
                    io_uring_setup=425, io_uring_enter=426, io_uring_register=427, kexec_load=246, init_module=175,
                    finit_module=313, delete_module=176, reboot=169, swapon=167, swapoff=168, open_by_handle_at=304,
                    name_to_handle_at=303, open_tree=428, move_mount=429, fsopen=430, fsmount=432, fspick=433,
@@ -226,7 +223,7 @@ _DENY = {
                     semop=193, shmget=194, shmctl=195, shmat=196, shmdt=197, mq_open=180, mq_unlink=181,
                     mq_timedsend=182, mq_timedreceive=183, mq_notify=184, mq_getsetattr=185, add_key=217,
                     request_key=218, keyctl=219, ptrace=117, process_vm_readv=270, process_vm_writev=271,
-                    unshare=97, setns=268, mount=40, umount2=39, pivot_root=41, chroot=51, bpf=280,
+                    unshare=97, setns=268, pivot_root=41, chroot=51, bpf=280,
                     perf_event_open=241, userfaultfd=282, io_uring_setup=425, io_uring_enter=426,
                     io_uring_register=427, kexec_load=104, init_module=105, finit_module=273, delete_module=106,
                     reboot=142, swapon=224, swapoff=225, open_by_handle_at=265, name_to_handle_at=264, open_tree=428,
@@ -247,7 +244,9 @@ class _SockFprog(ctypes.Structure):
 
 
 def seccomp_program():
-    """A BPF filter (as the ctypes struct prctl takes): the `_DENY` calls fail with EPERM, clone3 with ENOSYS (libc
+    """The worker installs it once after its set-up; every program and judge inherits it. (mount and umount2 are
+    not in it: they need CAP_SYS_ADMIN, which no program has, in a namespace it cannot create; the worker uses them
+    to replace a dirty /tmp.) A BPF filter (as the ctypes struct prctl takes): the `_DENY` calls fail with EPERM, clone3 with ENOSYS (libc
     then uses clone, whose flags a filter can read), clone with a CLONE_NEW* flag with EPERM, a foreign
     architecture (x32, 32-bit compat calls) kills the process. None on an architecture without a table."""
     machine = platform.machine()

@@ -22,7 +22,6 @@ PLUS_TIME_FACTOR = 4.0  # a candidate on plus inputs may take timeout_s + 4x the
 # address space for a reference on plus inputs, and for a candidate judged on them: MBPP+/255's 112 inputs make
 # 2M tuples (the reference needs ~2 GB to build them), and a correct candidate must build the same
 PLUS_MEMORY_MB = 4096
-JUDGE_MEMORY_MB = 2048  # the judge's address space (it holds the tests and the program's answers)
 # a plain output (ints, strings, lists, tuples) whose encoding is longer than this travels as its sha256: equal
 # values have equal encodings, and neither the judge nor the trainer ever holds a huge output (MBPP+/255: 2M tuples)
 DIGEST_OVER_BYTES = 1 << 20
@@ -226,7 +225,6 @@ class Run:
             case = j.cases[self.case]
             req.update(stdin=str(case["input"]), cap=_cap_for(str(case["output"]), self.box.max_output_bytes))
         elif j.kind == "function":
-            req["judge_memory_mb"] = max(JUDGE_MEMORY_MB, self.memory if j.plus_inputs else 0)
             spec = dict(prelude=j.prelude, tests=j.tests, names=list(j.names), imports=list(j.imports),
                         entry_point=j.entry_point, plus_inputs=j.plus_inputs, digest_over=self.digest_over)  # fmt: skip
             step["spec"] = json.dumps(spec).encode()

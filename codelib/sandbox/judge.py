@@ -17,6 +17,7 @@ import os
 
 from . import wire
 
+JUDGE_MEMORY_MB = 2048  # the judge's address space, at least (plus inputs: the pool's PLUS_MEMORY_MB)
 REPLY_CAP_BYTES = 256 << 20  # one answer of the program beyond this ends the run (an error, not a verdict)
 
 
@@ -286,15 +287,43 @@ def _plus_outputs(channel: Channel, spec: dict) -> list:
 
 
 def main(spec_fd: int, result_fd: int, call_fd: int) -> None:
-    """The judge child's body (after the worker confined it): read the spec, judge, write the result, exit."""
-    chunks = []
-    while chunk := os.read(spec_fd, 1 << 20):
-        chunks.append(chunk)
-    os.close(spec_fd)
-    spec = json.loads(b"".join(chunks))
-    result = run(spec, Channel(call_fd))
-    os.close(call_fd)  # the program sees EOF and exits
-    data = json.dumps(result).encode()
-    while data:
-        data = data[os.write(result_fd, data) :]
-    os.close(result_fd)
+    """One run: read the spec, judge, write the result; every descriptor closed at the end."""
+    try:
+        chunks = []
+        while chunk := os.read(spec_fd, 1 << 20):
+            chunks.append(chunk)
+        spec = json.loads(b"".join(chunks))
+        result = run(spec, Channel(call_fd))
+        os.close(call_fd)  # the program sees EOF and exits
+        call_fd = -1
+        data = json.dumps(result).encode()
+        while data:
+            data = data[os.write(result_fd, data) :]
+    finally:
+        for fd in (spec_fd, result_fd, call_fd):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+
+def serve(sock_fd: int) -> None:
+    """The judge server: one run per message from the worker (its three descriptors), b"d" back when done."""
+    import socket
+
+    sock = socket.socket(fileno=sock_fd)
+    sock.sendall(str(os.getpid()).encode())  # its pid in the worker's pid namespace: not a leftover of a run
+    while True:
+        msg, fds, _, _ = socket.recv_fds(sock, 16, 3)
+        if not msg:
+            return
+        if len(fds) == 3:
+            try:
+                main(*fds)
+            except BaseException:  # a broken pipe, a spec that does not parse: the parent sees no result
+                pass
+        else:
+            for fd in fds:
+                os.close(fd)
+        sock.sendall(b"d")

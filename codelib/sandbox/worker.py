@@ -64,6 +64,7 @@ class Server:
         self.chrooted = self.fresh_tmp = self.proc = False
         self.nproc = int(config["max_procs"])
         self.counter = 0
+        self.judge = self.judge_pid = None
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1):
             os.dup2(devnull, fd)
@@ -114,16 +115,13 @@ class Server:
         paths = [sys.base_prefix, sys.prefix, sys.exec_prefix, sys.base_exec_prefix]
         paths += [os.path.dirname(os.path.realpath(sys.executable))] + list(self.config.get("site_packages", []))
         paths += [p for p in sys.path if p.startswith("/") and "site-packages" not in p and "codelib" not in p]
-        isolation.build_root(ROOT, paths, int(self.config["tmpfs_mb"]))
-        isolation.mount("tmpfs", ROOT + "/.private", "tmpfs", isolation.MS_NOSUID | isolation.MS_NODEV,
-                        "size=256m,mode=700")  # fmt: skip
+        isolation.build_root(ROOT, paths)
         self._start_init()
         isolation.mount(None, ROOT, None, isolation.MS_REMOUNT | isolation.MS_RDONLY | isolation.MS_NOSUID
                         | isolation.MS_NODEV)  # fmt: skip
         os.chroot(ROOT)
         os.chdir("/")
         self.chrooted = self.fresh_tmp = True
-        self.private = "/.private"
         if self.uid is not None and not self._uid_runs_python():
             self.missing["uid"] = "the interpreter is not readable by another uid here: programs run as root"
             self.uid = self.judge_uid = None
@@ -131,6 +129,28 @@ class Server:
             # RLIMIT_NPROC counts a uid's processes per user namespace (Linux >= 5.14): ours holds the worker, its
             # init and a judge at most, besides the program's tree
             self.nproc = int(self.config["max_procs"]) + 4
+        self._fresh_tmp()
+        if self.seccomp is not None:  # once, here: every child inherits it for free (none needs what it denies)
+            prctl(PR_SET_NO_NEW_PRIVS, 1)
+            isolation.install_seccomp(self.seccomp)
+
+    def _fresh_tmp(self) -> None:
+        """An empty tmpfs on /tmp, owned by the program's uid: each run's working directory. After a run that left
+        anything there, it is unmounted whole (however deep a nest, whatever its modes) and a new one mounted."""
+        owner = f",uid={self.uid},gid={self.uid}" if self.uid is not None else ""
+        isolation.mount("tmpfs", "/tmp", "tmpfs", isolation.MS_NOSUID | isolation.MS_NODEV,
+                        f"size={int(self.config['tmpfs_mb'])}m,mode=700{owner}")  # fmt: skip
+        self.tmp_clean = self._tmp_state()
+
+    @staticmethod
+    def _tmp_state() -> tuple:
+        # free inodes and blocks, and the root's change time: any file, link or directory a run made (even removed
+        # again), and any chmod, utime or xattr on /tmp itself (bits a run could leave for the next), changes it
+        fs, st = os.statvfs("/tmp"), os.stat("/tmp")
+        return fs.f_ffree, fs.f_bfree, st.st_ctime_ns, st.st_mtime_ns
+
+    def _tmp_dirty(self) -> bool:
+        return self._tmp_state() != self.tmp_clean
 
     def _start_init(self) -> None:
         """Fork pid 1 of the new pid namespace: it mounts /proc for that namespace, then reaps orphans forever."""
@@ -188,7 +208,8 @@ class Server:
     def serve(self) -> None:
         caps = dict(uid=self.uid, judge_uid=self.judge_uid, pid=os.getpid(), cgroups=self.cgroups,
                     missing=self.missing, chroot=self.chrooted, fresh_tmp=self.fresh_tmp, proc=self.proc,
-                    init_pid=getattr(self, "init_pid", None), root=ROOT if self.chrooted else self.private)  # fmt: skip
+                    init_pid=getattr(self, "init_pid", None), root=ROOT if self.chrooted else self.private,
+                    seccomp=self.seccomp is not None and self.chrooted)  # fmt: skip
         self._send(caps)
         while True:
             request, fds = self._recv()
@@ -238,27 +259,58 @@ class Server:
             self._kill_leftovers()
             if not self.chrooted:
                 _remove_tree(os.path.join(self.private, f"run{self.counter}"))
+            elif self._tmp_dirty():  # every process of the run is dead: nothing holds the old tmpfs
+                isolation.call("umount2", b"/tmp", 2)  # MNT_DETACH
+                self._fresh_tmp()
 
     def _function(self, req: dict, named: dict) -> dict:
-        """The program serves calls; a judge child runs the tests against it (spec and result: the parent's pipes)."""
+        """The program serves calls; the judge runs the tests against it (spec and result: the parent's pipes)."""
+        if self.judge is None:
+            self._start_judge()
         ours, theirs = socket.socketpair()
-        judge_pid = os.fork()
-        if judge_pid == 0:
-            ours.close()
-            _judge_child(self, req, named["spec"], named["result"], theirs.fileno())
-        theirs.close()
-        _close(named.pop("spec"))
-        _close(named.pop("result"))  # the judge holds the only writer: EOF for the parent when it exits
+        try:
+            socket.send_fds(self.judge, [b"r"], [named["spec"], named["result"], theirs.fileno()])
+        except OSError:
+            self._stop_judge()
+            return dict(status="error", detail="sandbox internal error: the judge is gone")
+        finally:
+            theirs.close()
+            _close(named.pop("spec"))
+            _close(named.pop("result"))  # the judge holds the only writer: EOF for the parent when it is done
         pipes = [os.pipe(), os.pipe()]
         pid = os.fork()
         if pid == 0:
             _child(self, req, named, pipes, {harness.CALL_FD: ours.fileno()}, "serve")
         ours.close()
-        watch = _watch(self, pid, judge_pid, pipes, float(req["timeout_s"]), int(req["cap"]))
-        out = dict(kind="function", duration_s=watch["duration"], stdout=watch["stdout"], stderr=watch["stderr"],
-                   timed_out=watch["timed_out"], overflow=watch["overflow"], ended=_ended(watch["status"]),
-                   judge_ended=_ended(watch["judge_status"]))  # fmt: skip
-        return out
+        watch = _watch(self, pid, self.judge, pipes, float(req["timeout_s"]), int(req["cap"]))
+        if not watch["judge_done"]:
+            self._stop_judge()  # stuck, or killed: the next run gets a fresh one
+        return dict(kind="function", duration_s=watch["duration"], stdout=watch["stdout"], stderr=watch["stderr"],
+                    timed_out=watch["timed_out"], overflow=watch["overflow"], ended=_ended(watch["status"]),
+                    judge_ended={} if watch["judge_done"] else {"signal": signal.SIGKILL})  # fmt: skip
+
+    def _start_judge(self) -> None:
+        """Fork the judge server: a process of its own uid, not dumpable, that never runs a program. It is forked
+        from this process, which never holds a test, so it starts clean; it takes one run at a time."""
+        ours, theirs = socket.socketpair()
+        pid = os.fork()
+        if pid == 0:
+            ours.close()
+            _judge_server(self, theirs.fileno())
+        theirs.close()
+        self.judge, self.judge_pid = ours, pid
+        self.judge_inner = ours.recv(32).decode()
+
+    def _stop_judge(self) -> None:
+        if self.judge is None:
+            return
+        try:
+            os.kill(self.judge_pid, signal.SIGKILL)
+        except OSError:
+            pass
+        os.waitpid(self.judge_pid, 0)
+        self.judge.close()
+        self.judge = self.judge_pid = None
 
     def _inside(self, req: dict, named: dict) -> dict:
         token = os.urandom(16).hex().encode()
@@ -299,20 +351,41 @@ class Server:
         except ChildProcessError:
             pass
         if self.chrooted and self.proc:
-            return any(p.isdigit() and p != "1" for p in os.listdir("/proc"))
+            keep = ("1", self.judge_inner if self.judge is not None else "1")  # init and the judge server
+            return any(p.isdigit() and p not in keep for p in os.listdir("/proc"))
         if self.chrooted:
             return True  # nothing to look at: one sweep (it is cheap) each run
         return bool(_descendants(os.getpid()))
 
     def _kill_all(self) -> None:
-        if self.chrooted:
-            pid = os.fork()  # in the pid namespace: kill(-1) reaches exactly the programs' processes (not init)
+        if self.chrooted and (self.uid is not None or not self.proc):
+            # as the program's uid, in the pid namespace: kill(-1) reaches exactly the programs' processes, at once
+            # (not init, not the judge: other uids). Without /proc to tell them apart, the judge goes too.
+            pid = os.fork()
             if pid == 0:
                 try:
                     if self.uid is not None:
                         os.setresgid(self.uid, self.uid, self.uid)
                         os.setresuid(self.uid, self.uid, self.uid)
                     os.kill(-1, signal.SIGKILL)
+                finally:
+                    os._exit(0)
+            os.waitpid(pid, 0)
+            if self.uid is None:
+                self._stop_judge()
+            return
+        if self.chrooted:  # one uid for all (user namespace): every process of the namespace but init and the judge
+            keep = ("1", self.judge_inner if self.judge is not None else "1")
+            pid = os.fork()  # in the namespace, where /proc's numbers are the ones kill() takes
+            if pid == 0:
+                try:
+                    me = str(os.getpid())
+                    for p in os.listdir("/proc"):
+                        if p.isdigit() and p not in keep and p != me:
+                            try:
+                                os.kill(int(p), signal.SIGKILL)
+                            except OSError:
+                                pass
                 finally:
                     os._exit(0)
             os.waitpid(pid, 0)
@@ -386,57 +459,57 @@ def _ended(wstatus: int | None) -> dict:
 # watching a run
 
 
-def _watch(server: Server, pid: int, judge_pid: int | None, pipes: list, timeout: float, cap: int) -> dict:
-    """Wait for the program (and the judge) to exit, collecting output; kill at the deadline or an output overflow."""
+def _watch(server: Server, pid: int, judge, pipes: list, timeout: float, cap: int) -> dict:
+    """Wait for the program to exit (and the judge to say it is done), collecting output; kill the program at the
+    deadline or on an output overflow."""
     for _, w in pipes:
         os.close(w)
     reads = [r for r, _ in pipes]
     bufs = {fd: bytearray() for fd in reads}
     start = time.monotonic()
     deadline = start + timeout
-    status = {pid: None}
-    if judge_pid is not None:
-        status[judge_pid] = None
+    status = None
+    judge_done = judge is None
     timed_out = overflow = report_overflow = False
-    pidfds = {}
-    for p in status:
-        pidfds[os.pidfd_open(p)] = p
+    pidfd = os.pidfd_open(pid)
     with selectors.DefaultSelector() as sel:
-        for fd, p in pidfds.items():
-            sel.register(fd, selectors.EVENT_READ, ("pid", p))
+        sel.register(pidfd, selectors.EVENT_READ, "pid")
+        if judge is not None:
+            sel.register(judge, selectors.EVENT_READ, "judge")
         for fd in reads:
-            sel.register(fd, selectors.EVENT_READ, ("out", fd))
-        while any(v is None for v in status.values()):
+            sel.register(fd, selectors.EVENT_READ, fd)
+        while status is None or not judge_done:
             now = time.monotonic()
-            if judge_pid is not None and status[judge_pid] is not None and status[pid] is None:
+            if judge is not None and judge_done and status is None:
                 deadline = min(deadline, now + 0.5)  # the judge is done: the program gets EOF and exits at once
             left = deadline - now
             if left <= 0:
-                timed_out = status[judge_pid if judge_pid is not None else pid] is None
+                timed_out = (not judge_done) if judge is not None else status is None
                 break
             for key, _ in sel.select(left):
-                kind, what = key.data
-                if kind == "pid":
-                    status[what] = os.waitpid(what, 0)[1]
-                    sel.unregister(key.fd)
+                if key.data == "pid":
+                    status = os.waitpid(pid, 0)[1]
+                    sel.unregister(pidfd)
+                elif key.data == "judge":
+                    judge_done = True  # b"d" when it finished; EOF if it died (its result pipe says the rest)
+                    judge.recv(16)
+                    sel.unregister(judge)
                 else:
-                    chunk = os.read(what, 1 << 16)
+                    chunk = os.read(key.data, 1 << 16)
                     if chunk:
-                        bufs[what] += chunk
+                        bufs[key.data] += chunk
                     else:
-                        sel.unregister(what)
+                        sel.unregister(key.data)
             if len(bufs[reads[0]]) + len(bufs[reads[1]]) > cap:
                 overflow = True
                 break
             if len(reads) > 2 and len(bufs[reads[2]]) > REPORT_CAP_BYTES:
                 overflow = report_overflow = True
                 break
-    for fd in pidfds:
-        os.close(fd)
-    for p, st in status.items():
-        if st is None:
-            os.kill(p, signal.SIGKILL)
-            status[p] = os.waitpid(p, 0)[1]
+    os.close(pidfd)
+    if status is None:
+        os.kill(pid, signal.SIGKILL)
+        status = os.waitpid(pid, 0)[1]
     duration = time.monotonic() - start
     server._kill_leftovers()  # every writer is dead now: read what is left, then EOF
     for fd in reads:
@@ -447,8 +520,8 @@ def _watch(server: Server, pid: int, judge_pid: int | None, pipes: list, timeout
         except BlockingIOError:
             pass
         os.close(fd)
-    return dict(status=status[pid], judge_status=status.get(judge_pid) if judge_pid else None, timed_out=timed_out,
-                overflow=overflow, report_overflow=report_overflow, duration=duration,
+    return dict(status=status, judge_done=judge_done, timed_out=timed_out, overflow=overflow,
+                report_overflow=report_overflow, duration=duration,
                 stdout=bytes(bufs[reads[0]][:cap]).decode("utf-8", "replace"),
                 stderr=bytes(bufs[reads[1]][-4096:]).decode("utf-8", "replace"),
                 report=bytes(bufs[reads[2]]) if len(reads) > 2 else b"")  # fmt: skip
@@ -501,9 +574,7 @@ def _confine(server: Server, uid: int | None) -> None:
     elif server.chrooted:
         isolation.drop_capabilities()  # in a user namespace the worker is root there: its children must not be
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    prctl(PR_SET_NO_NEW_PRIVS, 1)
-    if server.seccomp is not None and server.chrooted:
-        isolation.install_seccomp(server.seccomp)
+    prctl(PR_SET_NO_NEW_PRIVS, 1)  # the seccomp filter is the worker's, inherited
 
 
 def _child(server: Server, req: dict, named: dict, pipes, extra: dict, mode: str):
@@ -526,13 +597,8 @@ def _child(server: Server, req: dict, named: dict, pipes, extra: dict, mode: str
         for target in (harness.REPORT_FD, harness.CALL_FD):
             if target not in extra:
                 _close(target)
-        if server.fresh_tmp:  # a fresh, empty tmpfs as /tmp and cwd: it vanishes with this mount namespace
-            isolation.unshare(isolation.CLONE_NEWNS)
-            isolation.call("umount2", b"/.private", 2)  # MNT_DETACH: the worker's stdin files are not the program's
-            owner = f",uid={server.uid},gid={server.uid}" if server.uid is not None else ""
-            isolation.mount("tmpfs", "/tmp", "tmpfs", isolation.MS_NOSUID | isolation.MS_NODEV,
-                            f"size={int(server.config['tmpfs_mb'])}m,mode=700{owner}")  # fmt: skip
-            workdir = "/tmp"
+        if server.fresh_tmp:
+            workdir = "/tmp"  # a tmpfs of its own, replaced after a run that leaves anything in it
         else:
             workdir = os.path.join(server.private, f"run{server.counter}")
             os.mkdir(workdir, 0o700)
@@ -555,19 +621,20 @@ def _child(server: Server, req: dict, named: dict, pipes, extra: dict, mode: str
     os._exit(70)
 
 
-def _judge_child(server: Server, req: dict, spec_fd: int, result_fd: int, call_fd: int):
-    """The forked judge: its own uid, not dumpable, limited; runs `judge.main`. Never returns."""
+def _judge_server(server: Server, sock_fd: int):
+    """The forked judge server: its own uid, not dumpable, limited; serves runs (`judge.serve`). Never returns."""
     try:
         os.setsid()
-        for target, source in ((3, spec_fd), (4, result_fd), (5, call_fd)):
-            os.dup2(source, target)
-        os.closerange(6, 1 << 16)
+        os.dup2(sock_fd, 3)
+        os.closerange(4, 1 << 16)
         os.chdir("/")
-        _limits(dict(req, timeout_s=float(req["timeout_s"]) + 1), server.config, int(req["judge_memory_mb"]), 0)
+        memory = max(judge.JUDGE_MEMORY_MB, int(server.config["plus_memory_mb"]))
+        resource.setrlimit(resource.RLIMIT_AS, (memory << 20,) * 2)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         _confine(server, server.judge_uid)
         prctl(PR_SET_DUMPABLE, 0)  # after the uid change, which resets it: no ptrace, no /proc/<pid>/mem
-        judge.main(3, 4, 5)
-        os._exit(0)
+        judge.serve(3)
     except BaseException:
         pass
     os._exit(70)
