@@ -315,3 +315,20 @@ def test_a_chat_answer_with_the_whole_class_is_extracted_and_passes(hub):
     completion = extract_completion(answer, task)
     assert completion.lstrip().startswith("class Solution:") and "print(" not in completion
     assert sandbox.check([task], [completion], workers=1, timeout_s=20)[0].passed
+
+
+def test_mbpp_taco_profile_and_its_variants_are_valid_params():
+    from codelib import pipeline
+    from codelib.evaluator import EvalConfig
+    from codelib.params import REPO_ROOT, load_config
+
+    stages = pipeline.profile_stages("mbpp-taco")
+    assert stages == ["00_tasks", "04_grpo", "06_eval", "07_plots"]
+    assert pipeline.check_params("mbpp-taco", stages)["04_grpo"]["dataset"] == "taco"
+    lcb = load_config(EvalConfig, REPO_ROOT / "params/mbpp-taco/variants/06_eval_livecodebench.yaml")
+    assert parse_dataset(lcb.dataset) == (
+        "livecodebench",
+        {"release_version": "release_v5", "start_date": "2024-08-01", "end_date": "2025-01-31"},
+    )
+    cc = load_config(EvalConfig, REPO_ROOT / "params/mbpp-taco/variants/06_eval_codecontests.yaml")
+    assert parse_dataset(cc.dataset) == ("codecontests", {"source": "hub"})
