@@ -81,8 +81,8 @@ def limits_for(task: Task, timeout_s: float, memory_mb: int) -> tuple[float, int
             return 1.0
         return min(max(float(own) / reference, 1.0), MAX_LIMIT_FACTOR)
 
-    time_factor = factor(task.time_limit_s, REFERENCE_TIME_LIMIT_S)
-    memory_factor = factor(task.memory_limit_mb, REFERENCE_MEMORY_LIMIT_MB)
+    time_factor = factor(getattr(task, "time_limit_s", None), REFERENCE_TIME_LIMIT_S)
+    memory_factor = factor(getattr(task, "memory_limit_mb", None), REFERENCE_MEMORY_LIMIT_MB)
     return float(timeout_s) * time_factor, int(math.ceil(int(memory_mb) * memory_factor))
 
 
@@ -600,8 +600,8 @@ _LCB_FIELDS = (
     "difficulty", "public_test_cases", "private_test_cases", "metadata",
 )  # fmt: skip
 # The only pickle opcodes a pickled str uses: decoding checks every opcode and never runs the unpickler.
-_PICKLE_STR_OPS = {"PROTO", "FRAME", "SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "MEMOIZE", "BINPUT",
-                   "LONG_BINPUT", "STOP"}  # fmt: skip
+_PICKLE_STR_OPS = {"PROTO", "FRAME", "SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "MEMOIZE", "PUT",
+                   "BINPUT", "LONG_BINPUT", "STOP"}  # fmt: skip
 
 
 def decode_lcb_tests(text: str, record_id: str = "?") -> list[dict]:

@@ -184,8 +184,9 @@ def test_livecodebench_stdio_and_functional_tasks(hub):
 
 def test_livecodebench_decoding_runs_nothing_from_the_data(tmp_path):
     cases = [{"input": "1\n", "output": "1\n", "testtype": "stdin"}]
-    blob = base64.b64encode(zlib.compress(pickle.dumps(json.dumps(cases)))).decode()
-    assert decode_lcb_tests(blob) == cases
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):  # whichever protocol the dataset was pickled with
+        blob = base64.b64encode(zlib.compress(pickle.dumps(json.dumps(cases), protocol=protocol))).decode()
+        assert decode_lcb_tests(blob) == cases
     assert decode_lcb_tests(json.dumps(cases)) == cases
 
     marker = tmp_path / "ran"
