@@ -28,7 +28,7 @@ import numpy as np
 
 from codelib import generation
 from codelib.params import atomic_write_json, atomic_write_text, reports_root, resolve, run_dir
-from codelib.tasks import NAMES, Task, load_tasks
+from codelib.tasks import Task, load_tasks, parse_dataset
 
 # ---------------------------------------------------------------------------------------------------------------
 # statistics
@@ -182,8 +182,7 @@ class EvalConfig:
     bootstrap_iters: int = 1000  # resamples for the confidence intervals
 
     def __post_init__(self):
-        if self.dataset not in NAMES:
-            raise ValueError(f"dataset {self.dataset!r} is not known; choose one of {', '.join(NAMES)}")
+        parse_dataset(self.dataset)  # a known name, with known options: "livecodebench:release_version=..."
         if not self.checkpoints:
             raise ValueError("checkpoints is empty; give at least one, e.g. {base: tiny}")
         bad = [n for n in self.checkpoints if not n or "/" in n or "\\" in n or n.startswith(".")]
