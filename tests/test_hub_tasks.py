@@ -333,3 +333,15 @@ def test_mbpp_taco_profile_and_its_variants_are_valid_params():
     )
     cc = load_config(EvalConfig, REPO_ROOT / "params/mbpp-taco/variants/06_eval_codecontests.yaml")
     assert parse_dataset(cc.dataset) == ("codecontests", {"source": "hub"})
+
+
+def test_task_limits_reach_the_sandbox_job():
+    from codelib import sandbox
+    from codelib.tasks import Task
+
+    task = Task("cc/1", "p", '[{"input": "", "output": "1"}]', "", "print(1)", "stdio", time_limit_s=2.0,
+                memory_limit_mb=512)  # fmt: skip
+    job = sandbox.task_job(task, "print(1)", timeout_s=5.0, memory_mb=1024)
+    assert (job.timeout_s, job.memory_mb) == (10.0, 2048)
+    plain = sandbox.task_job(Task("cc/2", "p", task.tests, "", "print(1)", "stdio"), "print(1)")
+    assert (plain.timeout_s, plain.memory_mb) == (None, None)  # the pool's own limits

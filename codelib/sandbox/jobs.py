@@ -149,9 +149,11 @@ def task_job(task, completion: str, plus: bool = False, timeout_s: float | None 
     """
     from codelib import tasks as T
 
-    limits = getattr(T, "limits_for", None)
-    if limits is not None:
-        timeout_s, memory_mb = limits(task, timeout_s, memory_mb)
+    if getattr(task, "time_limit_s", None) or getattr(task, "memory_limit_mb", None):
+        from .pool import _DEFAULTS  # a task's own limits scale the given limits, or the shared pool's defaults
+
+        timeout_s, memory_mb = T.limits_for(task, timeout_s if timeout_s is not None else _DEFAULTS["timeout_s"],
+                                            memory_mb if memory_mb is not None else _DEFAULTS["memory_mb"])  # fmt: skip
     if task.kind == "stdio":
         cases = tuple(json.loads(task.tests))
         return Job(completion, kind="stdio", cases=cases, task_id=task.task_id, timeout_s=timeout_s,
