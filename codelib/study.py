@@ -386,6 +386,10 @@ def _check_starts(study: Study) -> None:
         if p is not None and (Path(init).is_absolute() or Path(init).parts[0] == "checkpoints") and not p.exists():
             raise StudyError(f"{study.path}: arm {run.arm!r} starts from {init}, which does not exist; train it "
                              f"first: python -m codelib.pipeline --profile {study.profile} --only 01_sft")  # fmt: skip
+    for ref, spec in study.references.items():
+        if (Path(spec).is_absolute() or Path(spec).parts[0] == "checkpoints") and not resolve(spec).exists():
+            raise StudyError(f"{study.path}: reference {ref!r} is {spec}, which does not exist; train it first "
+                             f"(python -m codelib.pipeline --profile {study.profile}) or remove it")  # fmt: skip
 
 
 def run_study(

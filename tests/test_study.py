@@ -205,7 +205,7 @@ def recorder(calls: list, kill_at: int | None = None):
 def test_a_killed_study_resumes_and_reruns_only_what_changed(tmp_path, monkeypatch):
     monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "checkpoints"))
     monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "reports"))
-    data = {**GOOD, "arms": {"a": {"stage": "02_reinforce", "params": {"init": "tiny"}},
+    data = {**GOOD, "references": {}, "baseline": "", "arms": {"a": {"stage": "02_reinforce", "params": {"init": "tiny"}},
                              "b": {"stage": "03_ppo", "params": {"init": "tiny"}}}}  # fmt: skip
     path = write_study(tmp_path, data)
     go = dict(evaluate=False, summarise=False, log=lambda *_: None)
