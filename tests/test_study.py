@@ -307,3 +307,74 @@ def test_smoke_study_end_to_end(tmp_path, monkeypatch, tiny_sft):
     # a second invocation trains nothing and reuses every evaluation
     rows = study.run_study(path, summarise=False)
     assert [st for _, st, _ in rows] == ["skipped"] * 4
+
+
+def fake_summaries(s, tasks: int = 60, n: int = 8, seed: int = 0) -> None:
+    """Eval summaries for every run and reference of a study: arm i solves more with a per-seed offset."""
+    rng = np.random.default_rng(seed)
+    p = rng.uniform(0.1, 0.7, size=tasks)
+    names = [(ref, 0.0, 0.0) for ref in s.references]
+    names += [(r.name, 0.05 * (list(s.arms).index(r.arm) + 1), 0.04 * (r.seed - 1)) for r in s.runs]
+    for name, lift, wobble in names:
+        c = rng.binomial(n, np.clip(p + lift + wobble, 0, 1))
+        per_task = [{"task_id": f"t/{i}", "n": n, "c": int(ci)} for i, ci in enumerate(c)]
+        d = s.checkpoints / "eval" / name
+        d.mkdir(parents=True, exist_ok=True)
+        mean = float(np.mean(c / n))
+        (d / "summary.json").write_text(json.dumps({"checkpoint": name, "per_task": per_task, "pass@1": mean,
+                                                    "ci_low": mean - 0.05, "ci_high": mean + 0.05,
+                                                    "avg_tokens": 12.0}))  # fmt: skip
+
+
+def test_summary_tables_and_figures_from_evaluations(tmp_path, monkeypatch):
+    monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "checkpoints"))
+    monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "reports"))
+    cfg = study.StudyReportConfig(study="params/tiny/studies/algorithms.yaml", bootstrap_iters=200, curve_iters=50)
+    s = study.load_study(cfg.study)
+    with pytest.raises(FileNotFoundError, match="have no evaluation yet"):
+        study.summarise(cfg)
+    fake_summaries(s)
+    out = study.summarise(cfg)
+    assert list(out.arms["arm"]) == ["base", "sft", "reinforce", "ppo", "grpo", "dpo"]
+    assert list(out.arms["seeds"]) == [1, 1, 3, 3, 3, 3]
+    arms = out.arms.set_index("arm")
+    # the two-level interval contains the tasks-only one's width and more (the seeds disagree by ±4 points)
+    assert (arms["ci_high"] - arms["ci_low"])["ppo"] > (arms["task_ci_high"] - arms["task_ci_low"])["ppo"]
+    pairs = list(zip(out.comparisons["a"], out.comparisons["b"], strict=True))
+    assert pairs[:4] == [("reinforce", "sft"), ("ppo", "sft"), ("grpo", "sft"), ("dpo", "sft")] and len(pairs) == 10
+    assert out.curves["dpo"]["k"] == list(range(1, 9)) and len(out.curves["dpo"]["per_seed"]) == 3
+    paths = study.make_figures(out, show=False)
+    for p in paths.values():
+        assert p.stat().st_size > 5000
+    md = (s.reports / "summary.md").read_text()
+    assert "| dpo | 05_dpo | 3 |" in md and "two-level bootstrap" in md
+
+
+def test_passk_command_writes_curves_table_and_figure(tmp_path, monkeypatch):
+    """`python -m codelib.passk` (the evaluation itself replaced: it is the evaluator's, tested elsewhere)."""
+    from codelib import evaluator
+    from codelib.params import load_config
+
+    monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "checkpoints"))
+    monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "reports"))
+    cfg = load_config(evaluator.EvalConfig, "params/tiny/variants/06_eval_passk.yaml")
+    rng = np.random.default_rng(0)
+
+    def fake_evaluate(cfg, force=False, out_root=None, reports=None):
+        for i, name in enumerate(cfg.checkpoints):
+            per_task = [
+                {"task_id": f"t/{t}", "n": 64, "c": int(c)} for t, c in enumerate(rng.binomial(64, 0.1 * i, 50))
+            ]
+            (Path(out_root) / name).mkdir(parents=True)
+            summary = {"checkpoint": name, "per_task": per_task, "pass@k_curve": passk.curve(per_task, iters=50)}
+            (Path(out_root) / name / "summary.json").write_text(json.dumps(summary))
+
+    monkeypatch.setattr(evaluator, "evaluate", fake_evaluate)
+    passk.main(["params/tiny/variants/06_eval_passk.yaml"])
+    out = tmp_path / "reports/tiny/passk"
+    import pandas as pd
+
+    df = pd.read_csv(out / "pass_at_k.csv")
+    assert len(df) == 64 * len(cfg.checkpoints) and set(df["checkpoint"]) == set(cfg.checkpoints)
+    assert "| sft | " in (out / "pass_at_k.md").read_text() and "pass@64" in (out / "pass_at_k.md").read_text()
+    assert (out / "figures/pass_at_k_curve.png").stat().st_size > 5000
