@@ -15,8 +15,8 @@ the profile's params + the arm's overrides + its seed:
     reports/<profile>/studies/<name>/                         summary.md/.csv, per_seed.csv, comparisons.csv,
                                                               figures/, 08_study.ipynb (executed)
 
-A run is finished when its stamp holds the hash of its params, its notebook and the source of every codelib module
-the notebook imports (transitively), and its run directory still exists. A killed study resumes at the first
+A run is finished when its stamp holds the hash of its params, its notebook, its start checkpoint and the source of
+every codelib module its trainer imports (transitively), and its run directory still exists. A killed study resumes at the first
 unfinished run (the trainer itself resumes from its last checkpoint when the hash is unchanged); a run whose params
 or code changed is wiped and trained again.
 
@@ -334,22 +334,22 @@ def module_sources(source: str) -> dict[str, str]:
     return dict(sorted(seen.items()))
 
 
-def notebook_code(notebook: Path) -> str:
-    nb = json.loads(notebook.read_text())
-    return "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
-
-
-def _code_text(notebook: Path) -> str:
-    """The notebook's code without IPython magics (ast cannot parse `%load_ext`), for finding its imports."""
-    lines = [ln for ln in notebook_code(notebook).splitlines() if not ln.lstrip().startswith(("%", "!"))]
-    return "\n".join(lines)
+def stage_sources(stage: str) -> dict[str, str]:
+    """The codelib source a training stage runs: its trainer and launch, transitively; the whole sandbox package
+    when any of it is used (its worker, judge and harness run as separate programs, not imports). Plotting and
+    evaluation code is not in it: a change there does not retrain a study."""
+    sources = module_sources(f"import {_config_module(stage)}\nimport codelib.launch\n")
+    if any(m.startswith("codelib.sandbox") for m in sources):
+        pkg = Path(__file__).resolve().parent / "sandbox"
+        sources.update({f"codelib.sandbox.{p.stem}": p.read_text() for p in sorted(pkg.glob("*.py")) if p.stem != "__init__"})  # fmt: skip
+    return dict(sorted(sources.items()))
 
 
 def run_key(run: Run, notebook: Path) -> dict:
     """What decides a run's result: its params, its notebook, the codelib source it runs, the start checkpoint."""
     from codelib.evaluator import _fingerprint
 
-    sources = module_sources(_code_text(notebook) + f"\nimport {_config_module(run.stage)}\n")
+    sources = stage_sources(run.stage)
     init = run.params.get("init") or run.params.get("model") or ""
     start = _fingerprint(str(resolve(init))) if init and init != "tiny" and resolve(init).exists() else init
     parts = {
@@ -430,7 +430,8 @@ def run_study(
         if stamp.get("key") != key["key"] or stamp.get("status") == "finished" or forced:
             # changed params or code (or a forced rerun): the trainer must not resume the old run's checkpoint
             if rdir.exists():
-                why = "forced" if forced else ("its params or code changed" if stamp else "no stamp")
+                why = ("forced" if forced else "its params, code or start changed" if stamp.get("key") != key["key"]
+                       else "its notebook or run directory is gone" if stamp else "no record of it")  # fmt: skip
                 log(f"{tag}: {why}; removing its old run directory")
                 shutil.rmtree(rdir)
         else:

@@ -171,13 +171,14 @@ def test_shipped_study_files_are_valid():
     assert load_config(EvalConfig, "params/tiny/variants/06_eval_passk.yaml").n_samples >= 64
 
 
-def test_a_run_depends_on_the_source_of_what_its_notebook_imports():
-    code = study._code_text(REPO_ROOT / "notebooks" / "02_reinforce.ipynb") + "\nimport codelib.trainers.reinforce\n"
-    mods = study.module_sources(code)
-    for m in ("codelib.launch", "codelib.reports", "codelib.trainers.reinforce", "codelib.trainers.common",
-              "codelib.rewards", "codelib.params"):  # fmt: skip
+def test_a_run_depends_on_the_source_its_trainer_imports():
+    mods = study.stage_sources("02_reinforce")
+    for m in ("codelib.launch", "codelib.trainers.reinforce", "codelib.trainers.common", "codelib.rewards",
+              "codelib.params", "codelib.sandbox.pool", "codelib.sandbox.judge", "codelib.sandbox.worker"):  # fmt: skip
         assert m in mods, m
-    assert "codelib.trainers.ppo" not in mods and "codelib.study" not in mods
+    # plots, evaluation and other trainers do not retrain a study when they change
+    assert not {"codelib.reports", "codelib.evaluator", "codelib.trainers.ppo", "codelib.study"} & set(mods)
+    assert "codelib.candidates" in study.stage_sources("05_dpo")
 
 
 # ---------------------------------------------------------------------------------------------------------------
