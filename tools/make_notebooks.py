@@ -208,9 +208,9 @@ register(
     "codelib.study.StudyReportConfig",
     "08_study.yaml",
     [
-        "from IPython.display import Markdown, display\nfrom codelib import study\n\nsummary = study.summarise(cfg)\ndisplay(Markdown(summary.study.reports.joinpath('summary.md').read_text()))",
+        "from IPython.display import Markdown, display\nfrom codelib.study import make_figures, summarise\n\nsummary = summarise(cfg)\ndisplay(Markdown(summary.study.reports.joinpath('summary.md').read_text()))",
         "## Every seed, and the paired comparisons",
-        "paths = study.make_figures(summary)",
+        "paths = make_figures(summary)",
         "summary.per_seed",
         "summary.comparisons",
     ],
