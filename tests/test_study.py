@@ -379,3 +379,16 @@ def test_passk_command_writes_curves_table_and_figure(tmp_path, monkeypatch):
     assert len(df) == 64 * len(cfg.checkpoints) and set(df["checkpoint"]) == set(cfg.checkpoints)
     assert "| sft | " in (out / "pass_at_k.md").read_text() and "pass@64" in (out / "pass_at_k.md").read_text()
     assert (out / "figures/pass_at_k_curve.png").stat().st_size > 5000
+
+
+def test_plots_pass_at_k_draws_old_and_greedy_summaries():
+    """07_plots' pass@k panel reads the curve a summary carries, or computes it from an older summary's counts."""
+    from codelib import reports
+
+    old = {"per_task": [{"n": 4, "c": c} for c in (0, 1, 4, 2)]}
+    greedy = {"per_task": [{"n": 1, "c": c} for c in (0, 1, 1)]}
+    new = {"per_task": old["per_task"], "pass@k_curve": passk.curve(old["per_task"], iters=20)}
+    fig = reports.plot_pass_at_k({"old": old, "greedy": greedy, "new": new})
+    lines = fig.axes[0].get_lines()
+    assert [len(ln.get_xdata()) for ln in lines] == [4, 1, 4]
+    assert list(lines[0].get_ydata()) == pytest.approx(list(lines[2].get_ydata()))
