@@ -409,6 +409,9 @@ def run_study(
     import os
 
     study = load_study(path)
+    unknown = sorted(set(force) - {r.name for r in study.runs} - set(study.arms))
+    if unknown:
+        raise StudyError(f"--force {unknown[0]!r} is neither a run nor an arm of {study.name}; arms: {', '.join(study.arms)}")  # fmt: skip
     _check_starts(study)
     os.environ["CODELIB_HEADLESS"] = "1"
     stamps = study.checkpoints / ".stamps"

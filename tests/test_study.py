@@ -255,6 +255,8 @@ def test_a_killed_study_resumes_and_reruns_only_what_changed(tmp_path, monkeypat
     calls = []
     study.run_study(path, execute=recorder(calls), force=["a"], **go)
     assert calls == ["a-seed0", "a-seed1", "b-seed1"]
+    with pytest.raises(study.StudyError, match="--force 'c' is neither a run nor an arm"):
+        study.run_study(path, execute=recorder(calls), force=["c"], **go)
 
 
 def test_missing_start_checkpoint_is_named_before_anything_runs(tmp_path, monkeypatch):
