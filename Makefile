@@ -4,8 +4,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PROFILE ?= tiny
+STUDY ?= params/$(PROFILE)/studies/algorithms.yaml
 
-.PHONY: setup demo test test-fast lint format bench bench-gpu lab clean
+.PHONY: setup demo study test test-fast lint format bench bench-gpu lab clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +20,9 @@ setup: $(STAMP)  ## create .venv and install everything
 
 demo: $(STAMP)  ## build the tiny model and run the whole pipeline of PROFILE (default: tiny)
 	$(PY) -m codelib.pipeline --profile $(PROFILE)
+
+study: $(STAMP)  ## run (or resume) a study: arms x training seeds, evaluated and summarised (STUDY=params/...yaml)
+	$(PY) -m codelib.study $(STUDY)
 
 test: $(STAMP)  ## every test, slow ones included (what CI runs)
 	$(PY) -m pytest -q

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from codelib import generation
+from codelib import generation, passk
 from codelib.params import atomic_write_json, atomic_write_text, reports_root, resolve, run_dir
 from codelib.tasks import Task, load_tasks, parse_dataset
 
@@ -150,6 +150,8 @@ def score_completions(
         out[f"pass@{k}_ci_low"], out[f"pass@{k}_ci_high"] = lo, hi
     out["ci_low"], out["ci_high"] = out["pass@1_ci_low"], out["pass@1_ci_high"]
     out["passed"] = float(sum(r["c"] / r["n"] for r in per_task))
+    # pass@k for every k = 1..n with intervals over tasks (codelib.passk): the curve figures read it
+    out["pass@k_curve"] = passk.curve(per_task, iters=bootstrap_iters, seed=seed)
     out["per_task"] = per_task
     out["samples"] = samples
     return out

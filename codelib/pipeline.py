@@ -31,6 +31,7 @@ STAGES = {
     "05_dpo": "codelib.trainers.dpo.Config",
     "06_eval": "codelib.evaluator.EvalConfig",
     "07_plots": "codelib.reports.PlotsConfig",
+    "08_study": "codelib.study.StudyReportConfig",  # run by `python -m codelib.study`, not by a profile
     "explore": "codelib.explore.ExploreConfig",
 }
 

@@ -144,24 +144,10 @@ def plot_length_accuracy(summaries: dict[str, dict]):
 
 
 def plot_pass_at_k(summaries: dict[str, dict]):
-    """pass@k for k = 1..n from the per-task counts (unbiased estimator)."""
-    import matplotlib.pyplot as plt
+    """pass@k for k = 1..n from the per-task counts (unbiased estimator), with 95% intervals over tasks."""
+    from codelib import passk
 
-    from codelib.evaluator import pass_at_k
-
-    fig, ax = plt.subplots(figsize=(5.5, 4))
-    for name, s in summaries.items():
-        n = min(r["n"] for r in s["per_task"])
-        ks = list(range(1, n + 1))
-        ys = [100 * sum(pass_at_k(r["n"], r["c"], k) for r in s["per_task"]) / len(s["per_task"]) for k in ks]
-        ax.plot(ks, ys, marker="o", label=name)
-    ax.set_xlabel("k")
-    ax.set_ylabel("pass@k (%)")
-    ax.set_title("pass@k")
-    ax.legend()
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    return fig
+    return passk.plot_curves({name: passk.summary_curve(s) for name, s in summaries.items()}, title="pass@k")
 
 
 def plot_task_heatmap(summaries: dict[str, dict], max_tasks: int = 60):

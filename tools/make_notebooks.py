@@ -197,6 +197,25 @@ register(
     ],
 )
 register(
+    "08_study",
+    "08 · Study: arms x seeds, intervals that include the seed spread",
+    "The summary of a study (`python -m codelib.study params/<profile>/studies/<name>.yaml` trains every run and "
+    "evaluates it on the same held-out tasks, then runs this notebook). Per arm: pass@1 as the mean over training "
+    "seeds with a 95% interval from a two-level bootstrap (seeds, then tasks), beside the tasks-only interval a "
+    "single-seed table would report; every seed as a point; paired per-task comparisons between arms; pass@k curves "
+    "per arm. In: the study file and checkpoints/<profile>/studies/<name>/eval/. Out: reports/<profile>/studies/"
+    "<name>/ (summary.md, summary.csv, per_seed.csv, comparisons.csv, pass_at_k.csv, figures/*.png).",
+    "codelib.study.StudyReportConfig",
+    "08_study.yaml",
+    [
+        "from IPython.display import Markdown, display\nfrom codelib.study import make_figures, summarise\n\nsummary = summarise(cfg)\ndisplay(Markdown(summary.study.reports.joinpath('summary.md').read_text()))",
+        "## Every seed, and the paired comparisons",
+        "paths = make_figures(summary)",
+        "summary.per_seed",
+        "summary.comparisons",
+    ],
+)
+register(
     "explore",
     "Explore completions",
     "Pick a checkpoint and a task and read its completions side by side with their verdicts, details and rewards; "

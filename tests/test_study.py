@@ -1,0 +1,396 @@
+"""Studies: the two-level bootstrap, paired comparisons, pass@k curves, strict study files, resume after a kill,
+and a smoke study (2 arms x 2 seeds) run end to end through papermill."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from codelib import passk, study
+from codelib.evaluator import bootstrap_ci, pass_at_k
+from codelib.params import REPO_ROOT
+
+# ---------------------------------------------------------------------------------------------------------------
+# statistics on hand-made data
+
+
+def hand_made_arms(tasks: int = 300, spread: float = 0.1):
+    """Two arms with the same mean: one whose three seeds agree, one whose seeds sit `spread` apart."""
+    rng = np.random.default_rng(0)
+    p = rng.uniform(0.2, 0.8, size=tasks)  # per-task pass rate both arms share on average
+    stable = np.stack([p, p, p])  # [seeds, tasks]
+    noisy = np.stack([p - spread, p, p + spread])
+    return stable, noisy
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_seed_noisy_arm_gets_a_wider_interval_than_a_seed_stable_one(nested):
+    stable, noisy = hand_made_arms()
+    m_s, lo_s, hi_s = study.two_level_bootstrap(stable, iters=2000, seed=1, nested=nested)
+    m_n, lo_n, hi_n = study.two_level_bootstrap(noisy, iters=2000, seed=1, nested=nested)
+    assert m_s == pytest.approx(m_n)  # the same mean
+    assert lo_s <= m_s <= hi_s and lo_n <= m_n <= hi_n
+    assert hi_n - lo_n > 2 * (hi_s - lo_s)  # seed spread of ±10 points dwarfs the task spread of 300 tasks
+
+
+def test_one_seed_is_the_bootstrap_over_tasks():
+    x = np.random.default_rng(3).uniform(0, 1, size=(1, 400))
+    _, lo, hi = study.two_level_bootstrap(x, iters=4000, seed=0)
+    blo, bhi = bootstrap_ci(x[0], iters=4000, seed=0)
+    assert lo == pytest.approx(blo, abs=0.005) and hi == pytest.approx(bhi, abs=0.005)
+
+
+def test_paired_comparison_cancels_task_difficulty():
+    stable, noisy = hand_made_arms()
+    same = study.paired_two_level(stable, stable, iters=500)
+    assert same["diff"] == 0 and same["ci_low"] == same["ci_high"] == 0
+    better = study.paired_two_level(stable + 0.05, stable, iters=500)  # +5 points on every task and seed
+    assert better["diff"] == pytest.approx(0.05) and better["ci_low"] == pytest.approx(0.05)
+    assert better["p_better"] == 1.0
+    noisy_vs = study.paired_two_level(noisy + 0.05, stable, iters=2000)
+    assert noisy_vs["ci_low"] < 0.05 < noisy_vs["ci_high"] and noisy_vs["ci_high"] - noisy_vs["ci_low"] > 0.05
+    with pytest.raises(ValueError, match="same tasks"):
+        study.paired_two_level(stable, stable[:, :10])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# pass@k curves
+
+
+def test_pass_at_k_curve_equals_the_unbiased_estimator_at_every_k():
+    rng = np.random.default_rng(0)
+    n = np.array([64] * 40 + [70, 65])
+    c = np.concatenate([[0, 64, 1, 63], rng.integers(0, 65, size=36), [3, 65]])
+    m = passk.pass_at_k_matrix(n, c)
+    assert m.shape == (42, 64)
+    for i in range(len(n)):
+        for k in range(1, 65):
+            assert m[i, k - 1] == pytest.approx(pass_at_k(int(n[i]), int(c[i]), k), abs=1e-12)
+    per_task = [{"n": int(a), "c": int(b)} for a, b in zip(n, c, strict=True)]
+    cv = passk.curve(per_task, iters=300, seed=0)
+    assert cv["k"] == list(range(1, 65)) and cv["tasks"] == 42
+    for k in cv["k"]:
+        want = np.mean([pass_at_k(r["n"], r["c"], k) for r in per_task])
+        assert cv["pass@k"][k - 1] == pytest.approx(want, abs=1e-12)
+        assert cv["ci_low"][k - 1] <= cv["pass@k"][k - 1] <= cv["ci_high"][k - 1]
+    assert all(np.diff(cv["pass@k"]) >= 0)  # pass@k never falls with k
+    with pytest.raises(ValueError, match="pass@65 needs at least 65"):
+        passk.pass_at_k_matrix(n, c, 65)
+
+
+def test_evaluator_summary_carries_the_curve(monkeypatch):
+    """score_completions adds pass@k for k = 1..n with intervals (the sandbox replaced by a fixed verdict list)."""
+    from types import SimpleNamespace
+
+    from codelib import sandbox
+    from codelib.evaluator import score_completions
+    from codelib.tasks import load_tasks
+
+    tasks = load_tasks("synthetic", "test", limit=3)
+    passed = iter([True] * 5 + [False] * 3 + [True] * 1 + [False] * 7 + [False] * 8)
+    fake = lambda tasks, codes, **kw: [SimpleNamespace(passed=next(passed), status="x", detail="") for _ in codes]  # noqa: E731
+    monkeypatch.setattr(sandbox, "check", fake)
+    out = score_completions(tasks, [["a"] * 8, ["b"] * 8, ["c"] * 8], ks=[1, 8], bootstrap_iters=50)
+    cv = out["pass@k_curve"]
+    assert cv["k"] == list(range(1, 9))
+    assert cv["pass@k"][0] == pytest.approx(out["pass@1"]) and cv["pass@k"][7] == pytest.approx(out["pass@8"])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# study files, strictly
+
+GOOD = {
+    "profile": "smoke",
+    "seeds": [0, 1],
+    "arms": {
+        "rf": {"stage": "02_reinforce", "params": {"steps": 1}, "sweep": {"alpha": [0.01, 0.03]}},
+        "ppo": {"stage": "03_ppo"},
+    },  # fmt: skip
+    "references": {"sft": "checkpoints/smoke/sft"},
+    "baseline": "sft",
+    "eval": {"limit": 4, "n_samples": 2, "ks": [1, 2]},
+}
+
+
+def write_study(tmp_path: Path, data: dict, name: str = "s") -> Path:
+    p = tmp_path / f"{name}.yaml"
+    p.write_text(yaml.safe_dump(data, sort_keys=False))
+    return p
+
+
+def test_study_file_expands_arms_and_seeds(tmp_path):
+    s = study.load_study(write_study(tmp_path, GOOD))
+    assert list(s.arms) == ["rf-alpha=0.01", "rf-alpha=0.03", "ppo"]
+    # seed-major: a killed study already has every arm at the first seed
+    assert [r.name for r in s.runs] == ["rf-alpha=0.01-seed0", "rf-alpha=0.03-seed0", "ppo-seed0",
+                                        "rf-alpha=0.01-seed1", "rf-alpha=0.03-seed1", "ppo-seed1"]  # fmt: skip
+    run = s.runs[1]
+    assert run.params["alpha"] == 0.03 and run.params["steps"] == 1 and run.params["seed"] == 0
+    assert run.params["stage"] == "studies/s/rf-alpha=0.03-seed0" and run.params["profile"] == "smoke"
+    assert run.params["learning_rate"] == yaml.safe_load((REPO_ROOT / "params/smoke/02_reinforce.yaml").read_text())["learning_rate"]  # fmt: skip
+    cfg = s.eval_config()
+    assert list(cfg.checkpoints)[:2] == ["sft", "rf-alpha=0.01-seed0"] and cfg.limit == 4
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ({"sedes": [0]}, r"unknown key 'sedes'.*Valid keys: description"),
+        ({"seeds": []}, r"seeds must be a non-empty list of integers"),
+        ({"profile": "nope"}, r"profile 'nope' has no params/ directory; known profiles"),
+        ({"arms": {"x": {"stage": "06_eval"}}}, r"arm 'x': unknown stage '06_eval'; an arm trains one of: 01_sft"),
+        ({"arms": {"x": {"stage": "02_reinforce", "params": {"alhpa": 0.1}}}},
+         r"02_reinforce's codelib.trainers.reinforce.Config has no parameter 'alhpa' \(did you mean alpha\?\)"),
+        ({"arms": {"x": {"stage": "02_reinforce", "params": {"seed": 3}}}}, r"'seed' comes from the study's `seeds`"),
+        ({"arms": {"x": {"stage": "02_reinforce", "params": {"steps": "many"}}}}, r"parameter 'steps' should be int"),
+        ({"arms": {"x": {"stage": "02_reinforce", "sweep": {"alpha": 0.1}}}}, r"'alpha' needs a non-empty list"),
+        ({"arms": {"x": {"stage": "02_reinforce", "stages": 1}}}, r"arm 'x': unknown key 'stages'"),
+        ({"eval": {"checkpoints": {}}}, r"eval sets 'checkpoints', which the study sets itself"),
+        ({"eval": {"n_sample": 3}}, r"EvalConfig has no parameter 'n_sample'"),
+        ({"eval": {"ks": [1, 8]}}, r"pass@8 needs at least 8 samples"),
+        ({"baseline": "grpo"}, r"baseline 'grpo' is neither an arm"),
+    ],
+)  # fmt: skip
+def test_bad_study_files_fail_naming_the_fix(tmp_path, edit, message):
+    with pytest.raises(study.StudyError, match=message):
+        study.load_study(write_study(tmp_path, {**GOOD, **edit}))
+
+
+def test_shipped_study_files_are_valid():
+    s = study.load_study("params/tiny/studies/algorithms.yaml")
+    assert [a["stage"] for a in s.arms.values()] == ["02_reinforce", "03_ppo", "04_grpo", "05_dpo"]
+    assert s.seeds == [0, 1, 2] and len(s.runs) == 12
+    dpo = [r for r in s.runs if r.arm == "dpo"]
+    assert [(r.params["seed"], r.params["gen_seed"]) for r in dpo] == [(0, 0), (1, 1), (2, 2)]
+    assert len(study.load_study("params/smoke/studies/smoke.yaml").runs) == 4
+    from codelib.evaluator import EvalConfig
+    from codelib.params import load_config
+
+    assert load_config(EvalConfig, "params/tiny/variants/06_eval_passk.yaml").n_samples >= 64
+
+
+def test_a_run_depends_on_the_source_its_trainer_imports():
+    mods = study.stage_sources("02_reinforce")
+    for m in ("codelib.launch", "codelib.trainers.reinforce", "codelib.trainers.common", "codelib.rewards",
+              "codelib.params", "codelib.sandbox.pool", "codelib.sandbox.judge", "codelib.sandbox.worker"):  # fmt: skip
+        assert m in mods, m
+    # plots, evaluation and other trainers do not retrain a study when they change
+    assert not {"codelib.reports", "codelib.evaluator", "codelib.trainers.ppo", "codelib.study"} & set(mods)
+    assert "codelib.candidates" in study.stage_sources("05_dpo")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# resume after a kill (the notebooks replaced by a recorder: this tests the bookkeeping, the smoke test the rest)
+
+
+class Killed(BaseException):
+    """What a SIGINT / SIGKILL of the study process looks like from inside: the run never returns."""
+
+
+def recorder(calls: list, kill_at: int | None = None):
+    def execute(stage, params, notebook, out_nb):
+        calls.append(params["stage"].rsplit("/", 1)[-1])
+        run = study.checkpoints_root() / params["profile"] / params["stage"]
+        run.mkdir(parents=True, exist_ok=True)
+        (run / "progress").write_text(str(len(calls)))
+        if kill_at is not None and len(calls) == kill_at:
+            raise Killed
+        out_nb.parent.mkdir(parents=True, exist_ok=True)
+        out_nb.write_text("{}")
+
+    return execute
+
+
+def test_a_killed_study_resumes_and_reruns_only_what_changed(tmp_path, monkeypatch):
+    monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "checkpoints"))
+    monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "reports"))
+    data = {**GOOD, "references": {}, "baseline": "", "arms": {"a": {"stage": "02_reinforce", "params": {"init": "tiny"}},
+                             "b": {"stage": "03_ppo", "params": {"init": "tiny"}}}}  # fmt: skip
+    path = write_study(tmp_path, data)
+    go = dict(evaluate=False, summarise=False, log=lambda *_: None)
+
+    calls: list[str] = []
+    with pytest.raises(Killed):  # killed during the second run, after the first finished
+        study.run_study(path, execute=recorder(calls, kill_at=2), **go)
+    assert calls == ["a-seed0", "b-seed0"]
+    killed = tmp_path / "checkpoints/smoke/studies/s/b-seed0"
+    assert killed.is_dir()  # its partial checkpoint is kept: the trainer resumes from it
+
+    calls = []
+    said: list[str] = []
+    rows = study.run_study(path, execute=recorder(calls), **{**go, "log": said.append})
+    assert calls == ["b-seed0", "a-seed1", "b-seed1"]  # the finished first run is not redone
+    assert [st for _, st, _ in rows] == ["skipped", "ran", "ran", "ran"]
+    assert any("b-seed0: resuming" in line for line in said)
+
+    calls = []
+    assert [st for _, st, _ in study.run_study(path, execute=recorder(calls), **go)] == ["skipped"] * 4
+    assert calls == []
+
+    # the first arm's params change: its runs (and only they) are trained again, from scratch
+    data["arms"]["a"]["params"]["learning_rate"] = 0.123
+    path = write_study(tmp_path, data)
+    (tmp_path / "checkpoints/smoke/studies/s/a-seed0/stale").write_text("old run")
+    calls = []
+    study.run_study(path, execute=recorder(calls), **go)
+    assert calls == ["a-seed0", "a-seed1"]
+    assert not (tmp_path / "checkpoints/smoke/studies/s/a-seed0/stale").exists()
+
+    # the code a run imports changes: every run is trained again
+    real = study.module_sources
+    monkeypatch.setattr(study, "module_sources", lambda code: {**real(code), "codelib.rewards": "# edited"})
+    calls = []
+    study.run_study(path, execute=recorder(calls), **go)
+    assert calls == ["a-seed0", "b-seed0", "a-seed1", "b-seed1"]
+
+    # a deleted run directory is trained again; --force names a run or an arm
+    monkeypatch.setattr(study, "module_sources", real)
+    calls = []
+    study.run_study(path, execute=recorder(calls), **go)
+    import shutil
+
+    shutil.rmtree(tmp_path / "checkpoints/smoke/studies/s/b-seed1")
+    calls = []
+    study.run_study(path, execute=recorder(calls), force=["a"], **go)
+    assert calls == ["a-seed0", "a-seed1", "b-seed1"]
+    with pytest.raises(study.StudyError, match="--force 'c' is neither a run nor an arm"):
+        study.run_study(path, execute=recorder(calls), force=["c"], **go)
+
+
+def test_missing_start_checkpoint_is_named_before_anything_runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "checkpoints"))
+    calls: list[str] = []
+    with pytest.raises(
+        study.StudyError, match=r"starts from checkpoints/smoke/sft, which does not exist.*--only 01_sft"
+    ):
+        study.run_study(write_study(tmp_path, GOOD), execute=recorder(calls), log=lambda *_: None)
+    assert calls == []
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the smoke study, end to end
+
+
+@pytest.mark.slow
+def test_smoke_study_end_to_end(tmp_path, monkeypatch, tiny_sft):
+    """2 arms (a sweep of alpha) x 2 seeds of REINFORCE through papermill, evaluated, summarised by 08_study."""
+    monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "checkpoints"))
+    monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "reports"))
+    data = yaml.safe_load((REPO_ROOT / "params/smoke/studies/smoke.yaml").read_text())
+    data["arms"]["reinforce"]["params"]["init"] = str(tiny_sft)
+    data["references"] = {"sft": str(tiny_sft)}
+    path = write_study(tmp_path, data, name="smoke")
+    rows = study.run_study(path)
+    assert [st for _, st, _ in rows] == ["ran"] * 4
+    out = tmp_path / "reports/smoke/studies/smoke"
+    for run, _, _ in rows:
+        nb = json.loads((out / run / "02_reinforce.ipynb").read_text())
+        assert not [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
+        assert (tmp_path / "checkpoints/smoke/studies/smoke" / run / "adapter_config.json").exists()
+        assert (tmp_path / "checkpoints/smoke/studies/smoke/eval" / run / "summary.json").exists()
+    nb = json.loads((out / "08_study.ipynb").read_text())
+    assert not [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    import pandas as pd
+
+    arms = pd.read_csv(out / "summary.csv")
+    assert list(arms["arm"]) == ["sft", "reinforce-alpha=0.0", "reinforce-alpha=0.05"]
+    assert list(arms["seeds"]) == [1, 2, 2]
+    assert ((arms["ci_low"] <= arms["pass@1"]) & (arms["pass@1"] <= arms["ci_high"])).all()
+    assert len(pd.read_csv(out / "per_seed.csv")) == 4
+    comps = pd.read_csv(out / "comparisons.csv")
+    assert [(a, b) for a, b in zip(comps["a"], comps["b"], strict=True)] == [
+        ("reinforce-alpha=0.0", "sft"), ("reinforce-alpha=0.05", "sft"), ("reinforce-alpha=0.0", "reinforce-alpha=0.05")]  # fmt: skip
+    curves = pd.read_csv(out / "pass_at_k.csv")
+    assert sorted(set(curves["k"])) == [1, 2, 3, 4]
+    for fig in ("pass_at_1_seeds", "pass_at_k", "comparisons"):
+        assert (out / "figures" / f"{fig}.png").stat().st_size > 1000
+    assert "two-level bootstrap" in (out / "summary.md").read_text()
+    # a second invocation trains nothing and reuses every evaluation
+    rows = study.run_study(path, summarise=False)
+    assert [st for _, st, _ in rows] == ["skipped"] * 4
+
+
+def fake_summaries(s, tasks: int = 60, n: int = 8, seed: int = 0) -> None:
+    """Eval summaries for every run and reference of a study: arm i solves more with a per-seed offset."""
+    rng = np.random.default_rng(seed)
+    p = rng.uniform(0.1, 0.7, size=tasks)
+    names = [(ref, 0.0, 0.0) for ref in s.references]
+    names += [(r.name, 0.05 * (list(s.arms).index(r.arm) + 1), 0.04 * (r.seed - 1)) for r in s.runs]
+    for name, lift, wobble in names:
+        c = rng.binomial(n, np.clip(p + lift + wobble, 0, 1))
+        per_task = [{"task_id": f"t/{i}", "n": n, "c": int(ci)} for i, ci in enumerate(c)]
+        d = s.checkpoints / "eval" / name
+        d.mkdir(parents=True, exist_ok=True)
+        mean = float(np.mean(c / n))
+        (d / "summary.json").write_text(json.dumps({"checkpoint": name, "per_task": per_task, "pass@1": mean,
+                                                    "ci_low": mean - 0.05, "ci_high": mean + 0.05,
+                                                    "avg_tokens": 12.0}))  # fmt: skip
+
+
+def test_summary_tables_and_figures_from_evaluations(tmp_path, monkeypatch):
+    monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "checkpoints"))
+    monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "reports"))
+    cfg = study.StudyReportConfig(study="params/tiny/studies/algorithms.yaml", bootstrap_iters=200, curve_iters=50)
+    s = study.load_study(cfg.study)
+    with pytest.raises(FileNotFoundError, match="have no evaluation yet"):
+        study.summarise(cfg)
+    fake_summaries(s)
+    out = study.summarise(cfg)
+    assert list(out.arms["arm"]) == ["base", "sft", "reinforce", "ppo", "grpo", "dpo"]
+    assert list(out.arms["seeds"]) == [1, 1, 3, 3, 3, 3]
+    arms = out.arms.set_index("arm")
+    # the two-level interval contains the tasks-only one's width and more (the seeds disagree by ±4 points)
+    assert (arms["ci_high"] - arms["ci_low"])["ppo"] > (arms["task_ci_high"] - arms["task_ci_low"])["ppo"]
+    pairs = list(zip(out.comparisons["a"], out.comparisons["b"], strict=True))
+    assert pairs[:4] == [("reinforce", "sft"), ("ppo", "sft"), ("grpo", "sft"), ("dpo", "sft")] and len(pairs) == 10
+    assert out.curves["dpo"]["k"] == list(range(1, 9)) and len(out.curves["dpo"]["per_seed"]) == 3
+    paths = study.make_figures(out, show=False)
+    for p in paths.values():
+        assert p.stat().st_size > 5000
+    md = (s.reports / "summary.md").read_text()
+    assert "| dpo | 05_dpo | 3 |" in md and "two-level bootstrap" in md
+
+
+def test_passk_command_writes_curves_table_and_figure(tmp_path, monkeypatch):
+    """`python -m codelib.passk` (the evaluation itself replaced: it is the evaluator's, tested elsewhere)."""
+    from codelib import evaluator
+    from codelib.params import load_config
+
+    monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "checkpoints"))
+    monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "reports"))
+    cfg = load_config(evaluator.EvalConfig, "params/tiny/variants/06_eval_passk.yaml")
+    rng = np.random.default_rng(0)
+
+    def fake_evaluate(cfg, force=False, out_root=None, reports=None):
+        for i, name in enumerate(cfg.checkpoints):
+            per_task = [
+                {"task_id": f"t/{t}", "n": 64, "c": int(c)} for t, c in enumerate(rng.binomial(64, 0.1 * i, 50))
+            ]
+            (Path(out_root) / name).mkdir(parents=True)
+            summary = {"checkpoint": name, "per_task": per_task, "pass@k_curve": passk.curve(per_task, iters=50)}
+            (Path(out_root) / name / "summary.json").write_text(json.dumps(summary))
+
+    monkeypatch.setattr(evaluator, "evaluate", fake_evaluate)
+    passk.main(["params/tiny/variants/06_eval_passk.yaml"])
+    out = tmp_path / "reports/tiny/passk"
+    import pandas as pd
+
+    df = pd.read_csv(out / "pass_at_k.csv")
+    assert len(df) == 64 * len(cfg.checkpoints) and set(df["checkpoint"]) == set(cfg.checkpoints)
+    assert "| sft | " in (out / "pass_at_k.md").read_text() and "pass@64" in (out / "pass_at_k.md").read_text()
+    assert (out / "figures/pass_at_k_curve.png").stat().st_size > 5000
+
+
+def test_plots_pass_at_k_draws_old_and_greedy_summaries():
+    """07_plots' pass@k panel reads the curve a summary carries, or computes it from an older summary's counts."""
+    from codelib import reports
+
+    old = {"per_task": [{"n": 4, "c": c} for c in (0, 1, 4, 2)]}
+    greedy = {"per_task": [{"n": 1, "c": c} for c in (0, 1, 1)]}
+    new = {"per_task": old["per_task"], "pass@k_curve": passk.curve(old["per_task"], iters=20)}
+    fig = reports.plot_pass_at_k({"old": old, "greedy": greedy, "new": new})
+    lines = fig.axes[0].get_lines()
+    assert [len(ln.get_xdata()) for ln in lines] == [4, 1, 4]
+    assert list(lines[0].get_ydata()) == pytest.approx(list(lines[2].get_ydata()))
