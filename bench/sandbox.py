@@ -32,7 +32,7 @@ from pathlib import Path
 from codelib import sandbox
 from codelib.tasks import load_tasks
 
-HUMANEVAL = Path(sandbox.__file__).resolve().parent / "data" / "humaneval" / "HumanEval.jsonl.gz"
+HUMANEVAL = Path(sandbox.__file__).resolve().parent.parent / "data" / "humaneval" / "HumanEval.jsonl.gz"
 
 
 def read_problems() -> list[dict]:
@@ -112,11 +112,14 @@ def run_fork_exec(programs: list[str], workers: int) -> tuple[float, int]:
 
 
 def pool_memory(workers: int = 16) -> tuple[float, float]:
-    """(RSS, PSS) in MiB summed over an idle pool's worker processes."""
+    """(RSS, PSS) in MiB summed over an idle pool's processes (workers, their inits and judge servers)."""
     with sandbox.Sandbox(workers=workers) as box:
-        box.map(["pass"] * workers)
+        task = load_tasks("humaneval", "all", limit=1)[0]
+        box.map([sandbox.task_job(task, task.canonical_solution)] * workers)  # every worker starts its judge
         rss = pss = 0
-        for pid in box.worker_pids():
+        pids = box.worker_pids()
+        pids += [int(c) for p in box.worker_pids() for c in open(f"/proc/{p}/task/{p}/children").read().split()]
+        for pid in pids:  # each worker, its pid namespace's init and its judge server
             for line in open(f"/proc/{pid}/smaps_rollup"):
                 if line.startswith("Rss:"):
                     rss += int(line.split()[1])
@@ -167,7 +170,7 @@ def main(argv=None) -> dict:
     print(f"codelib judged {'outside' if judges == {'function'} else judges} (tests in the judge process)")
     print(f"codelib pool start-up ({args.workers} workers): {startup * 1000:.0f} ms")
     rss, pss = pool_memory(16)
-    print(f"idle 16-worker pool: RSS {rss:.0f} MiB summed over workers (PSS {pss:.0f} MiB)")
+    print(f"idle 16-worker pool: RSS {rss:.0f} MiB summed over workers, inits and judges (PSS {pss:.0f} MiB)")
     return dict(rate=rate, passed=passed, startup_s=startup, pool16_rss_mb=rss, pool16_pss_mb=pss)
 
 

@@ -231,6 +231,27 @@ def _sanitize(text, limit: int = 300) -> str:
 # the judge process
 
 
+_CODE: dict = {}  # the judge server lives across runs: tasks repeat (a group of samples, an eval's n samples)
+
+
+def _compiled(filename: str, source: str):
+    key = (filename, source)
+    if key not in _CODE:
+        if len(_CODE) > 1024:
+            _CODE.clear()
+        _CODE[key] = compile(source, filename, "exec")
+    return _CODE[key]
+
+
+def _compiled_tests(tests: str) -> tuple[list, int]:
+    key = ("<tests>", tests)
+    if key not in _CODE:
+        if len(_CODE) > 1024:
+            _CODE.clear()
+        _CODE[key] = compile_tests("", tests, "<tests>")
+    return _CODE[key]
+
+
 def run(spec: dict, channel: Channel) -> dict:
     """Run the tests of `spec` against the program behind `channel`; the result the parent turns into a verdict."""
     result: dict = {"done": False, "passed": 0, "total": 0, "first": None}
@@ -245,7 +266,7 @@ def run(spec: dict, channel: Channel) -> dict:
             state["first"] = _sanitize(f"{where}: {text}")
 
     try:
-        codes, result["total"] = compile_tests("", spec["tests"], "<tests>")  # known whatever the program does
+        codes, result["total"] = _compiled_tests(spec["tests"])  # known whatever the program does
         hello = channel.recv()  # the program's own code ran to its end, or it says why not
         if hello.get("ready") is not True:
             result["program_error"] = _sanitize(hello.get("error")) or "the program did not start"
@@ -253,7 +274,7 @@ def run(spec: dict, channel: Channel) -> dict:
             return result
         namespace = {"__name__": "__main__", "__builtins__": builtins}
         if spec.get("prelude"):
-            exec(compile(spec["prelude"], "<prompt>", "exec"), namespace)
+            exec(_compiled("<prompt>", spec["prelude"]), namespace)
         for module in spec.get("imports", []):
             namespace[module] = __import__(module)
         for name in spec["names"]:
