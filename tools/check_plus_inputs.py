@@ -19,7 +19,7 @@ from codelib.tasks import load_tasks  # noqa: E402
 
 def main() -> int:
     t0, failing = time.time(), 0
-    with sandbox.Sandbox(workers=2, timeout_s=120) as box:
+    with sandbox.Sandbox(workers=2, timeout_s=120, reference_timeout_s=600) as box:  # MBPP+/255: minutes
         for name in ("humaneval_plus", "mbpp_plus"):
             tasks = load_tasks(name, "all")
             verdicts = box.map([sandbox.task_job(t, t.canonical_solution, plus=True, timeout_s=120) for t in tasks])
