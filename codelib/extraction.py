@@ -18,7 +18,6 @@ _CODE_LANGS = {"", "python", "py", "python3", "py3"}
 _KEEP = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign)
 
 
-
 def message_text(completion) -> str:
     """The text of a completion: a string, or the last assistant message of TRL's conversational form."""
     if isinstance(completion, str):

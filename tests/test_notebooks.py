@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from codelib import pipeline
-from codelib.params import REPO_ROOT
+from codelib.params import REPO_ROOT, load_yaml
 
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
 PROFILES = sorted(p.name for p in (REPO_ROOT / "params").iterdir() if p.is_dir() and p.name != "accelerate")
@@ -34,10 +34,10 @@ def test_notebook_is_stripped_and_parameters_mirror_config(path):
     source = parameters_cell(nb)
     names = []
     for node in ast.parse(source).body:
-        assert isinstance(node, ast.Assign) and isinstance(
+        assert isinstance(node, ast.AnnAssign) and isinstance(
             node.value, ast.Constant | ast.List | ast.Dict | ast.UnaryOp
-        ), f"{path.name}: the parameters cell holds flat literals only"
-        names.append(node.targets[0].id)
+        ), f"{path.name}: the parameters cell holds annotated flat literals only"
+        names.append(node.target.id)
     lines = [ln for ln in source.splitlines() if ln.strip()]
     assert all("  # " in ln for ln in lines), f"{path.name}: every parameter carries a comment"
     fields = [f.name for f in dataclasses.fields(pipeline.config_class(path.stem))]
@@ -46,10 +46,8 @@ def test_notebook_is_stripped_and_parameters_mirror_config(path):
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_profile_yaml_keys_are_config_fields(profile):
-    import yaml
-
     for stage in pipeline.profile_stages(profile):
-        keys = set(yaml.safe_load((REPO_ROOT / "params" / profile / f"{stage}.yaml").read_text()))
+        keys = set(load_yaml(REPO_ROOT / "params" / profile / f"{stage}.yaml"))  # with its `extends:` chain
         fields = {f.name for f in dataclasses.fields(pipeline.config_class(stage))}
         assert keys == fields, f"{profile}/{stage}: {sorted(keys ^ fields)}"
 
