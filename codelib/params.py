@@ -199,7 +199,14 @@ def config_from_namespace(cls: type, namespace: dict, source: str = "notebook pa
     missing = [n for n in names if n not in namespace]
     if missing:
         raise ParamsError(f"{source}: missing parameter {missing[0]!r} for {cls.__name__}")
-    values = {n: namespace[n] for n in [*names, *injected_names(namespace)] if n in namespace}
+    injected = injected_names(namespace)
+    if "extends" in injected:
+        raise ParamsError(
+            f"{source}: papermill was given a params file that extends {namespace.get('extends')!r}; papermill does "
+            "not follow `extends:`. Run the stage with `python -m codelib.pipeline`, or give papermill the merged "
+            "file: `python -m codelib.params FILE > merged.yaml`"
+        )
+    values = {n: namespace[n] for n in [*names, *injected] if n in namespace}
     return build_config(cls, values, source=source)
 
 
@@ -270,3 +277,9 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
         except json.JSONDecodeError:
             break
     return rows
+
+
+if __name__ == "__main__":  # python -m codelib.params FILE: the file with its `extends:` chain merged, as YAML
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: python -m codelib.params PARAMS.yaml  (prints it with its extends: chain merged)")
+    print(yaml.safe_dump(load_yaml(sys.argv[1]), sort_keys=False, default_flow_style=None), end="")

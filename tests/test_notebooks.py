@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from codelib import pipeline
-from codelib.params import REPO_ROOT, load_yaml
+from codelib.params import REPO_ROOT, ParamsError, build_config, load_yaml
 
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
 PROFILES = sorted(p.name for p in (REPO_ROOT / "params").iterdir() if p.is_dir() and p.name != "accelerate")
@@ -73,6 +73,33 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch):
     for fig in ("training_curves", "pass_at_1", "length_accuracy", "pass_at_k", "task_heatmap"):
         assert (reports / "figures" / f"{fig}.png").stat().st_size > 1000
     assert Path(tmp_path / "checkpoints" / "smoke" / "dpo" / "merged" / "config.json").exists()
+    # no library noise and no warning about our own code in what a researcher reads
+    for stage in pipeline.profile_stages("smoke"):
+        nb = json.loads((reports / f"{stage}.ipynb").read_text())
+        text = "".join("".join(o.get("text", "")) for c in nb["cells"] for o in c.get("outputs", []))
+        for noise in NOISE:
+            assert noise not in text, f"{stage}: {noise!r} in its output"
+
+
+NOISE = ("Warning:", "Failed to load CPU gemm_4bit_forward", "requires_grad=True to a scalar", "is deprecated")
+
+
+@pytest.mark.slow
+def test_papermill_with_a_misspelt_parameter_stops_with_the_pipelines_message(tmp_path):
+    """`papermill ... -p smoothng 5` (the documented way to run one notebook) fails, naming the key as the pipeline
+    does, instead of running to the end with papermill's warning."""
+    import subprocess
+    import sys
+
+    nb = REPO_ROOT / "notebooks" / "07_plots.ipynb"
+    proc = subprocess.run([sys.executable, "-m", "papermill", str(nb), str(tmp_path / "out.ipynb"), "-f",
+                           str(REPO_ROOT / "params" / "tiny" / "07_plots.yaml"), "-p", "smoothng", "5"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)  # fmt: skip
+    assert proc.returncode != 0
+    assert "unknown parameter 'smoothng' for PlotsConfig" in proc.stdout + proc.stderr
+    with pytest.raises(ParamsError, match="unknown parameter 'smoothng' for PlotsConfig"):
+        values = {**load_yaml(REPO_ROOT / "params/tiny/07_plots.yaml"), "smoothng": 5}
+        build_config(pipeline.config_class("07_plots"), values, source="params/tiny/07_plots.yaml")
 
 
 def test_nbstripout_would_change_nothing():

@@ -210,12 +210,12 @@ register(
     "07 · Plots and tables",
     "Training curves of every stage, pass@1 per checkpoint with 95% intervals, the length–accuracy trade-off, pass@k "
     "curves, a per-task heat map and the results table. In: checkpoints/<profile>/. Out: reports/<profile>/figures/"
-    "*.png, reports/<profile>/results.csv and results_table.md.",
+    "*.png; the results table is the eval stage's (reports/<profile>/results.md), shown here.",
     "codelib.reports.PlotsConfig",
     "07_plots.yaml",
     [
         "from IPython.display import Markdown, display\nfrom codelib import reports\n\npaths = reports.make_all(cfg)",
-        "display(Markdown(reports.reports_root().joinpath(cfg.profile, 'results_table.md').read_text()))",
+        "display(Markdown(reports.reports_root().joinpath(cfg.profile, 'results.md').read_text()))",
     ],
 )
 register(

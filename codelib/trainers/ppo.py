@@ -13,7 +13,7 @@ over the batch's completion tokens. `critic: none` uses batch-normalised rewards
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -22,10 +22,14 @@ from codelib.logprobs import Batch, kl_to_start, make_batch, reference_logprobs,
 from codelib.params import main_config
 from codelib.trainers.common import OnlineRun, SamplingConfig
 
+# the REINFORCE experiment's reward: pass - alpha * tokens / 100, alpha 0.01
+REWARD = {"pass": 1.0, "length": {"alpha": 0.01}}
+
 
 @dataclass
 class Config(SamplingConfig):
     stage: str = "ppo"  # run directory name
+    rewards: dict[str, float | dict] = field(default_factory=lambda: dict(REWARD))  # REWARD: pass - alpha*tokens/100
     batch_size: int = 8  # tasks per rollout batch
     samples_per_task: int = 1  # completions per task in a batch
     ppo_epochs: int = 4  # passes over each rollout batch
