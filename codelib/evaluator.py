@@ -199,32 +199,13 @@ def _source(spec: str) -> str:
     return str(p) if p.exists() else spec
 
 
-def _fingerprint(source: str) -> list:
-    """Names, sizes and mtimes of a local checkpoint's weight/config files (an adapter's base's too): a retrained
-    checkpoint, or an adapter whose base was rebuilt, is evaluated again."""
-    if source == "tiny":
-        source = str(models.TINY_DIR)
-    p = Path(source)
-    if not p.is_dir():
-        return []
-    pats = ("*.safetensors", "*.bin", "*.pt", "*config.json")
-    files = sorted({f for pat in pats for f in p.glob(pat) if f.is_file()})
-    out = [[f.name, f.stat().st_size, f.stat().st_mtime_ns] for f in files]
-    adapter = p / "adapter_config.json"
-    if adapter.is_file():
-        base = json.loads(adapter.read_text()).get("base_model_name_or_path") or ""
-        if base and base != source:
-            out.append(["base", base, _fingerprint(base)])
-    return out
-
-
 def settings_for(cfg: EvalConfig, name: str, tasks: Sequence[Task]) -> dict:
     """What decides a checkpoint's samples and scores; an equal hash means its summary can be reused."""
     source = _source(cfg.checkpoints[name])
     task_ids = hashlib.sha256("\n".join(t.task_id for t in tasks).encode()).hexdigest()[:16]
     return {
         "checkpoint": cfg.checkpoints[name],
-        "fingerprint": _fingerprint(source),
+        "fingerprint": models.checkpoint_fingerprint(source),
         "dataset": cfg.dataset,
         "split": cfg.split,
         "limit": cfg.limit,

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from accelerate import PartialState
 from peft import LoraConfig, PeftModel, get_peft_model, prepare_model_for_kbit_training
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
 
 from codelib.params import resolve
 from codelib.tiny import (
@@ -36,7 +36,7 @@ from codelib.tiny import (
 
 __all__ = ["BOS", "BUILD_FILE", "EOS", "PAD", "TINY_DIR", "TinyBuild", "build_tiny_model", "tiny_texts", "train_tokenizer",
            "DEFAULT_TARGETS", "add_lora", "load_policy", "lora_config", "merge_adapter", "placement",
-           "save_adapter", "starting_model_dir"]  # fmt: skip
+           "save_adapter", "starting_model_dir", "checkpoint_fingerprint"]  # fmt: skip
 
 # ---------------------------------------------------------------------------------------------------------------
 # loading a policy
@@ -71,8 +71,6 @@ def _load_model(source: str | Path, load_in_4bit: bool, dtype, device_map):
     if device_map is not None:
         kwargs["device_map"] = device_map
     if load_in_4bit:
-        from transformers import BitsAndBytesConfig
-
         compute = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         kwargs["quantization_config"] = BitsAndBytesConfig(
             load_in_4bit=True,
@@ -116,6 +114,25 @@ def load_policy(name_or_path, load_in_4bit: bool = False, dtype=None, device_map
     if move_to:
         model.to(move_to)
     return model, tokenizer
+
+
+def checkpoint_fingerprint(source: str) -> list:
+    """Names, sizes and mtimes of a local checkpoint's weight/config files (an adapter's base's too): a retrained
+    checkpoint, or an adapter whose base was rebuilt, is evaluated again."""
+    if source == "tiny":
+        source = str(TINY_DIR)
+    p = Path(source)
+    if not p.is_dir():
+        return []
+    pats = ("*.safetensors", "*.bin", "*.pt", "*config.json")
+    files = sorted({f for pat in pats for f in p.glob(pat) if f.is_file()})
+    out = [[f.name, f.stat().st_size, f.stat().st_mtime_ns] for f in files]
+    adapter = p / "adapter_config.json"
+    if adapter.is_file():
+        base = json.loads(adapter.read_text()).get("base_model_name_or_path") or ""
+        if base and base != source:
+            out.append(["base", base, checkpoint_fingerprint(base)])
+    return out
 
 
 def placement(

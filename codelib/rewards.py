@@ -32,6 +32,8 @@ from codelib.lint import lint
 from codelib.tasks import Task
 
 configure_sandbox = sandbox.configure
+# the REINFORCE experiment's reward, REINFORCE's and PPO's default: pass - alpha * tokens / 100 with alpha 0.01
+PASS_MINUS_LENGTH = {"pass": 1.0, "length": {"alpha": 0.01}}
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 
 

@@ -84,6 +84,13 @@ class SamplingConfig(StageConfig):
         rewards.make_rewards(self.rewards)  # an unknown reward or argument fails here, naming it
 
 
+def trainer_args(cfg: StageConfig, out: Path | None = None) -> dict:
+    """The transformers TrainingArguments every TRL-based stage (SFT, GRPO, DPO) sets the same way from its Config."""
+    return dict(output_dir=str(out or cfg.run_dir), max_steps=cfg.steps, learning_rate=cfg.learning_rate,
+                max_grad_norm=cfg.max_grad_norm, save_steps=cfg.save_every, save_total_limit=2, seed=cfg.seed,
+                data_seed=cfg.seed, report_to=metrics.report_to(cfg.report_to), use_cpu=not torch.cuda.is_available())  # fmt: skip
+
+
 def seed_everything(seed: int, threads: int = 0) -> None:
     random.seed(seed)
     torch.manual_seed(seed)

@@ -13,17 +13,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
 from datasets import Dataset
 from transformers.trainer_utils import get_last_checkpoint
 from trl import DPOConfig, DPOTrainer
 
 from codelib.candidates import RANKING, PairRule, annotate, build_preferences, generate_candidates
-from codelib.metrics import report_to, trainer_callback
+from codelib.metrics import trainer_callback
 from codelib.models import load_policy, lora_config, save_adapter, starting_model_dir
 from codelib.params import atomic_write_json, config_to_dict, main_config, read_jsonl, resolve
 from codelib.tasks import load_tasks
-from codelib.trainers.common import SamplingConfig, seed_everything
+from codelib.trainers.common import SamplingConfig, seed_everything, trainer_args
 
 
 @dataclass
@@ -95,23 +94,14 @@ def train(cfg: Config) -> Path:
     model, tokenizer = load_policy(starting_model_dir(cfg.init), load_in_4bit=cfg.load_in_4bit, trainable=True)
     tokenizer.padding_side = "right"
     args = DPOConfig(
-        output_dir=str(out),
-        max_steps=cfg.steps,
+        **trainer_args(cfg),
         per_device_train_batch_size=cfg.batch_size,
-        learning_rate=cfg.learning_rate,
         lr_scheduler_type="constant",
-        max_grad_norm=cfg.max_grad_norm,
         beta=cfg.beta,
         loss_type=list(cfg.loss_type),
         loss_weights=list(cfg.loss_weights) or None,
         max_length=cfg.max_length,
         logging_steps=1,
-        save_steps=cfg.save_every,
-        save_total_limit=2,
-        seed=cfg.seed,
-        data_seed=cfg.seed,
-        report_to=report_to(cfg.report_to),
-        use_cpu=not torch.cuda.is_available(),
         dataloader_num_workers=0,
     )
     lora = lora_config(cfg)

@@ -18,7 +18,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
 from datasets import Dataset
 from transformers import TrainerCallback
 from transformers.trainer_utils import get_last_checkpoint
@@ -29,7 +28,7 @@ from codelib.models import load_policy, lora_config, save_adapter, starting_mode
 from codelib.params import atomic_write_json, config_to_dict, main_config
 from codelib.rewards import make_rewards
 from codelib.tasks import load_tasks
-from codelib.trainers.common import SamplingConfig, seed_everything, write_rank_checksums
+from codelib.trainers.common import SamplingConfig, seed_everything, trainer_args, write_rank_checksums
 
 
 @dataclass
@@ -166,13 +165,11 @@ def grpo_args(cfg: Config, out):
     """TRL's GRPOConfig for one step = P prompts x G completions, one optimizer step per generation batch."""
     completions_per_step = cfg.prompts_per_step * cfg.num_generations
     return GRPOConfig(
-        output_dir=str(out),
-        max_steps=cfg.steps,
+        **trainer_args(cfg, out),
         per_device_train_batch_size=completions_per_step,
         gradient_accumulation_steps=1,
         steps_per_generation=1,
         num_generations=cfg.num_generations,
-        learning_rate=cfg.learning_rate,
         lr_scheduler_type="constant",
         warmup_steps=0,
         beta=cfg.beta,
@@ -184,19 +181,12 @@ def grpo_args(cfg: Config, out):
         temperature=cfg.temperature,
         top_p=cfg.top_p,
         max_completion_length=cfg.max_new_tokens,
-        max_grad_norm=cfg.max_grad_norm,
         use_vllm=cfg.use_vllm,
         vllm_mode=cfg.vllm_mode,
         vllm_server_base_url=cfg.vllm_server_url if cfg.use_vllm and cfg.vllm_mode == "server" else None,
         vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
         logging_steps=1,
-        save_steps=cfg.save_every,
-        save_total_limit=2,
-        seed=cfg.seed,
-        data_seed=cfg.seed,
-        report_to=metrics.report_to(cfg.report_to),
         remove_unused_columns=False,
-        use_cpu=not torch.cuda.is_available(),
         disable_tqdm=False,
         log_completions=False,
     )

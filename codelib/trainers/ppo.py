@@ -20,16 +20,14 @@ import torch
 
 from codelib.logprobs import Batch, kl_to_start, make_batch, reference_logprobs, token_logprobs
 from codelib.params import main_config
+from codelib.rewards import PASS_MINUS_LENGTH
 from codelib.trainers.common import OnlineRun, SamplingConfig
-
-# the REINFORCE experiment's reward: pass - alpha * tokens / 100, alpha 0.01
-REWARD = {"pass": 1.0, "length": {"alpha": 0.01}}
 
 
 @dataclass
 class Config(SamplingConfig):
     stage: str = "ppo"  # run directory name
-    rewards: dict[str, float | dict] = field(default_factory=lambda: dict(REWARD))  # REWARD: pass - alpha*tokens/100
+    rewards: dict[str, float | dict] = field(default_factory=lambda: dict(PASS_MINUS_LENGTH))  # pass - 0.01*tokens/100
     batch_size: int = 8  # tasks per rollout batch
     samples_per_task: int = 1  # completions per task in a batch
     ppo_epochs: int = 4  # passes over each rollout batch

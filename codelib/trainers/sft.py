@@ -19,11 +19,11 @@ from datasets import Dataset
 from transformers.trainer_utils import get_last_checkpoint
 from trl import SFTConfig, SFTTrainer
 
-from codelib.metrics import report_to, trainer_callback
+from codelib.metrics import trainer_callback
 from codelib.models import load_policy, lora_config, save_adapter
 from codelib.params import atomic_write_json, config_to_dict, main_config
 from codelib.tasks import load_tasks
-from codelib.trainers.common import StageConfig
+from codelib.trainers.common import StageConfig, trainer_args
 
 
 @dataclass
@@ -71,28 +71,19 @@ def train(cfg: Config) -> Path:
     tokenizer.padding_side = "right"  # training pads on the right; generation switches to left
     dataset = build_dataset(cfg)
     args = SFTConfig(
-        output_dir=str(out),
-        max_steps=cfg.steps,
+        **trainer_args(cfg),
         per_device_train_batch_size=cfg.batch_size,
         gradient_accumulation_steps=cfg.grad_accum,
-        learning_rate=cfg.learning_rate,
         lr_scheduler_type=cfg.lr_scheduler,
         warmup_steps=max(1, round(cfg.warmup_ratio * cfg.steps)) if cfg.warmup_ratio else 0,
         weight_decay=cfg.weight_decay,
-        max_grad_norm=cfg.max_grad_norm,
         max_length=cfg.max_length,
         completion_only_loss=True,
         logging_steps=cfg.logging_steps,
-        save_steps=cfg.save_every,
-        save_total_limit=2,
-        seed=cfg.seed,
-        data_seed=cfg.seed,
         bf16=cfg.bf16,
         gradient_checkpointing=cfg.gradient_checkpointing,
-        report_to=report_to(cfg.report_to),
         disable_tqdm=False,
         dataloader_num_workers=0,
-        use_cpu=not torch.cuda.is_available(),
     )
     trainer = SFTTrainer(
         model=model,
