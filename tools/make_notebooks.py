@@ -29,7 +29,9 @@ def field_comments(cls) -> dict[str, str]:
     out: dict[str, str] = {}
     for klass in reversed([k for k in cls.__mro__ if dataclasses.is_dataclass(k)]):
         src = inspect.getsource(klass)
-        out.update({m.group(1): m.group(2).strip() for m in re.finditer(r"^    (\w+):[^#\n]*#\s*(.*)$", src, flags=re.M)})
+        out.update(
+            {m.group(1): m.group(2).strip() for m in re.finditer(r"^    (\w+):[^#\n]*#\s*(.*)$", src, flags=re.M)}
+        )
     return out
 
 
@@ -233,9 +235,26 @@ register(
 )
 
 
+def trainer_notebook(stage: str, config: str) -> tuple:
+    """The notebook of a trainer stage nobody registered above: its module docstring's first paragraph, the
+    parameters, a (live-logged) run and its curves. A new algorithm needs no entry here."""
+    module = importlib.import_module(config.rsplit(".", 1)[0])
+    doc = (module.__doc__ or stage).strip().split("\n\n")
+    title = f"{stage.split('_')[0]} · {doc[0].splitlines()[0].rstrip('.')}"
+    intro = " ".join(" ".join(doc[1:2]).split()) + " " + TRAIN_INTRO.format(stage=stage.split("_", 1)[-1])
+    cells = [f"from codelib import launch, reports\n\nrun = launch.train({module.__name__!r}, cfg, "
+             "processes=cfg.processes)\nrun", "fig = reports.plot_run(run)"]  # fmt: skip
+    return (title, intro, config, f"{stage}.yaml", cells)
+
+
 def main(only: list[str] | None = None) -> None:
+    from codelib.pipeline import STAGES
+
     out = ROOT / "notebooks"
     out.mkdir(exist_ok=True)
+    for stage, config in STAGES.items():
+        if stage not in NOTEBOOKS and config.startswith("codelib.trainers."):
+            NOTEBOOKS[stage] = trainer_notebook(stage, config)
     for name, args in NOTEBOOKS.items():
         if only and name not in only:
             continue
