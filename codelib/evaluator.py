@@ -125,16 +125,16 @@ class EvalConfig:
     profile: str = "tiny"  # outputs go to checkpoints/<profile>/eval/ and reports/<profile>/
     dataset: str = "synthetic"  # humaneval | mbpp | humaneval_plus | mbpp_plus | codecontests | synthetic
     split: str = "test"  # held-out split
-    limit: int = 0  # first `limit` tasks only; 0 = all
+    limit: int = 0  # first `limit` tasks only; 0 for all
     checkpoints: dict[str, str] = field(default_factory=lambda: {"base": "tiny"})  # name -> hub name / dir / adapter
     baseline: str = "base"  # every other checkpoint is compared with this one, paired; "" for none
     n_samples: int = 4  # samples per task
-    temperature: float = 0.8  # 0 = greedy (n_samples is then 1)
+    temperature: float = 0.8  # 0 means greedy (n_samples is then 1)
     top_p: float = 1.0  # nucleus sampling
     max_new_tokens: int = 256  # generation budget per sample
     batch_size: int = 64  # (prompt, sample) rows per generate call
     seed: int = 1234  # sampling seed, separate from training seeds so two evaluations agree
-    ks: list[int] = field(default_factory=lambda: [1])  # pass@k reported for each k (each <= n_samples)
+    ks: list[int] = field(default_factory=lambda: [1])  # pass@k reported for each k (each at most n_samples)
     backend: str = "hf"  # hf | vllm (GPU, pip install -r requirements-vllm.txt)
     workers: int = 2  # sandbox worker processes
     timeout_s: float = 5.0  # wall-clock limit per test program

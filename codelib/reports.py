@@ -38,8 +38,8 @@ DIFF_COLUMNS = ["diff_vs_baseline", "diff_ci_low", "diff_ci_high"]
 class PlotsConfig:
     profile: str = "tiny"  # reads checkpoints/<profile>/, writes reports/<profile>/
     stages: list[str] = field(default_factory=lambda: ["sft", "reinforce", "ppo", "grpo", "dpo"])  # curves of
-    checkpoints: list[str] = field(default_factory=list)  # evaluated checkpoints to show; [] = every one found
-    smoothing: int = 5  # moving-average window for curves (1 = raw)
+    checkpoints: list[str] = field(default_factory=list)  # evaluated checkpoints to show; [] for every one found
+    smoothing: int = 5  # moving-average window for curves (1: raw)
     heatmap_tasks: int = 60  # at most this many tasks in the per-task heat map
 
 

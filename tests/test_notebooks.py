@@ -6,6 +6,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from codelib import pipeline
@@ -42,6 +43,12 @@ def test_notebook_is_stripped_and_parameters_mirror_config(path):
     assert all("  # " in ln for ln in lines), f"{path.name}: every parameter carries a comment"
     fields = [f.name for f in dataclasses.fields(pipeline.config_class(path.stem))]
     assert names == fields
+    # papermill reads every line too (`--help-notebook`, its check of -p names): name, type and help
+    from papermill.translators import PythonTranslator
+
+    seen = PythonTranslator.inspect(nbformat.from_dict({"source": source}))
+    assert [p.name for p in seen] == fields, f"{path.name}: papermill cannot parse some parameter lines"
+    assert all(p.help for p in seen)
 
 
 @pytest.mark.parametrize("profile", PROFILES)

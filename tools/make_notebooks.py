@@ -58,6 +58,10 @@ def parameters_cell(cls, yaml_path: Path) -> str:
             v = f.default_factory()
         if f.name not in comments:
             raise SystemExit(f"{cls.__qualname__}.{f.name} has no comment: add one where the field is declared")
+        if "=" in comments[f.name]:  # papermill's parser gives up on a line with a second "="
+            raise SystemExit(
+                f"{cls.__qualname__}.{f.name}: its comment has '=', which papermill cannot parse; reword it"
+            )
         lines.append(f"{f.name}: {annotation(f)} = {v!r}  # {comments[f.name]}")
     return "\n".join(lines)
 

@@ -35,7 +35,7 @@ class StageConfig:
     init: str = "checkpoints/tiny/sft"  # the starting policy: adapter dir (merged first), model dir, hub id or "tiny"
     dataset: str = "synthetic"  # training tasks (a codelib.tasks dataset)
     split: str = "train"  # the dataset's split
-    limit: int = 0  # 0 = every task of the split
+    limit: int = 0  # 0 for every task of the split
     steps: int = 100  # optimizer steps
     learning_rate: float = 1e-3  # AdamW learning rate
     max_grad_norm: float = 1.0  # gradient clipping
@@ -47,7 +47,7 @@ class StageConfig:
     load_in_4bit: bool = False  # QLoRA: 4-bit NF4 base (needs CUDA)
     save_every: int = 25  # a resumable checkpoint every N steps
     seed: int = 0  # training seed
-    threads: int = 0  # torch CPU threads; 0 = torch's default
+    threads: int = 0  # torch CPU threads; 0 for torch's default
     report_to: str = "tensorboard"  # "none" | "tensorboard" | "wandb"
     processes: int = 1  # >1: the notebook starts `accelerate launch` with this many processes (live log)
 

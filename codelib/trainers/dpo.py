@@ -33,12 +33,12 @@ class Config(SamplingConfig):
     gen_seed: int = 7  # candidate sampling seed
     gen_batch_size: int = 64  # (prompt, sample) rows per generate call
     gen_backend: str = "hf"  # candidate sampling on hf | vllm (GPU, pip install -r requirements-vllm.txt)
-    min_chosen: float = 0.8  # pair rule: chosen passes with test fraction >= this
-    min_gap: float = 0.4  # pair rule: chosen - rejected test fraction >= this
+    min_chosen: float = 0.8  # pair rule: chosen passes with a test fraction of at least this
+    min_gap: float = 0.4  # pair rule: chosen minus rejected test fraction, at least this
     max_pairs_per_task: int = 4  # K
     beta: float = 0.1  # DPO temperature
     loss_type: list[str] = field(default_factory=lambda: ["sigmoid"])  # TRL DPO losses, e.g. [sigmoid, sft] (RPO)
-    loss_weights: list[float] = field(default_factory=list)  # one weight per loss; [] = all 1
+    loss_weights: list[float] = field(default_factory=list)  # one weight per loss; [] for all 1
     batch_size: int = 16  # pairs per step
     max_length: int = 512  # tokens per prompt + completion
     save_every: int = 50  # a resumable checkpoint every N steps

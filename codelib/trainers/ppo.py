@@ -31,7 +31,7 @@ class Config(SamplingConfig):
     batch_size: int = 8  # tasks per rollout batch
     samples_per_task: int = 1  # completions per task in a batch
     ppo_epochs: int = 4  # passes over each rollout batch
-    minibatch_size: int = 0  # completions per gradient step; 0 = the whole batch
+    minibatch_size: int = 0  # completions per gradient step; 0 for the whole batch
     clip_eps: float = 0.2  # ratio clip range
     critic: str = "none"  # "none" (batch-normalised rewards) | "value_head"
     value_coef: float = 0.5  # value loss weight (critic: value_head)
