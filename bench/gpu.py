@@ -141,8 +141,8 @@ def run_trainer(name: str, model_dir: Path, quant: str, a, tasks, prompt_tokens:
     n = flops_n(model_dir)
     b = a.batch
     if name == "sft":
-        run = sft.train(sft.Config(**common, model=str(model_dir), max_steps=a.steps, batch_size=b, max_length=1024,
-                                   logging_steps=1, save_steps=10**6, bf16=torch.cuda.is_available(),
+        run = sft.train(sft.Config(**common, init=str(model_dir), steps=a.steps, batch_size=b, max_length=1024,
+                                   logging_steps=1, save_every=10**6, bf16=torch.cuda.is_available(),
                                    warmup_ratio=0.0, learning_rate=1e-5))  # fmt: skip
         rows = [r for r in read_jsonl(run / "metrics.jsonl") if "loss" in r]
         tokens = statistics.mean(r2["num_tokens"] - r1["num_tokens"] for r1, r2 in zip(rows, rows[1:], strict=False)) \

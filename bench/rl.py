@@ -28,7 +28,7 @@ def ensure_sft(root: Path) -> str:
         return str(built)
     from codelib.trainers import sft
 
-    cfg = sft.Config(profile="bench", model="tiny", max_steps=30, batch_size=32, learning_rate=2e-3, lora_r=32,
+    cfg = sft.Config(profile="bench", init="tiny", steps=30, batch_size=32, learning_rate=2e-3, lora_r=32,
                      lora_alpha=64, lora_dropout=0.0, modules_to_save=["norm"], report_to="none", threads=2)  # fmt: skip
     return str(sft.train(cfg))
 

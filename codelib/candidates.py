@@ -4,7 +4,8 @@
 2. `annotate`: every candidate through the sandbox -> candidates_annotated.jsonl (verdict, detail, test
    fraction, tokens); appended batch by batch, so a stop loses at most the batch in flight and a rerun skips
    what is already annotated
-3. `build_preferences`: nbest.jsonl (candidates ranked per task by reward, ties to the shorter), pairs.jsonl
+3. `build_preferences`: nbest.jsonl (candidates ranked per task by a reward of `codelib.rewards`, by default
+   `RANKING` = pass + 0.5 * test fraction, ties to the shorter), pairs.jsonl
    (chosen passes, rejected fails, kept when chosen test fraction >= min_chosen and the gap >= min_gap, in the
    spirit of AceCoder's margin rule; at most K pairs per task; completions deduplicated) and manifest.json
 """
@@ -18,8 +19,12 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from pathlib import Path
 
+from codelib import rewards, sandbox
+from codelib.generation import generate, stops_for
 from codelib.params import atomic_write_json, atomic_write_text, read_jsonl
 from codelib.tasks import Task
+
+RANKING = {"pass": 1.0, "test_fraction": 0.5}  # pass counts most, then the share of tests passed
 
 
 @dataclass
@@ -36,9 +41,6 @@ def generate_candidates(model, tokenizer, tasks: list[Task], path: Path, n: int,
 
     backend "vllm": `model` is what vLLM loads (hub id, model dir or adapter dir) and tokenizer may be None.
     """
-    from codelib.generation import generate, stops_for
-    from codelib.rewards import extract_completion
-
     settings = {"n": n, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens, "seed": seed,
                 "source": source, "tasks": len(tasks)}  # fmt: skip
     if backend != "hf":
@@ -52,7 +54,7 @@ def generate_candidates(model, tokenizer, tasks: list[Task], path: Path, n: int,
     lines = []
     for t, group in zip(tasks, groups, strict=True):
         for j, c in enumerate(group):
-            row = {"task_id": t.task_id, "index": j, "raw": c.text, "completion": extract_completion(c.text, t),
+            row = {"task_id": t.task_id, "index": j, "raw": c.text, "completion": rewards.extract_completion(c.text, t),
                    "tokens": c.n_tokens, "finished": c.finished}  # fmt: skip
             lines.append(json.dumps(row) + "\n")
     atomic_write_text(path, "".join(lines))
@@ -63,37 +65,39 @@ def generate_candidates(model, tokenizer, tasks: list[Task], path: Path, n: int,
 def annotate(candidates: Path, tasks: list[Task], out: Path, batch_size: int = 256, workers: int = 2,
              timeout_s: float = 5.0) -> Path:  # fmt: skip
     """Run every candidate not yet in `out` through the sandbox, appending its verdict batch by batch."""
-    from codelib.sandbox import check
-
     by_id = {t.task_id: t for t in tasks}
     done = {(r["task_id"], r["index"]) for r in read_jsonl(out)}
     todo = [r for r in read_jsonl(candidates) if (r["task_id"], r["index"]) not in done]
     for i in range(0, len(todo), batch_size):
         rows = todo[i : i + batch_size]
-        verdicts = check([by_id[r["task_id"]] for r in rows], [r["completion"] for r in rows], workers=workers,
+        verdicts = sandbox.check([by_id[r["task_id"]] for r in rows], [r["completion"] for r in rows], workers=workers,
                          timeout_s=timeout_s)  # fmt: skip
         with open(out, "a", encoding="utf-8") as f:
             for r, v in zip(rows, verdicts, strict=True):
-                frac = v.tests_passed / v.tests_total if v.tests_total else float(v.passed)
-                row = {**r, "status": v.status, "passed": v.passed, "detail": v.detail, "test_fraction": frac}
+                row = {**r, "status": v.status, "passed": v.passed, "detail": v.detail,
+                       "test_fraction": rewards.test_fraction_of(v)}  # fmt: skip
                 f.write(json.dumps(row) + "\n")
             f.flush()
     return out
 
 
-def reward_of(row: dict) -> float:
-    """Ranking reward of an annotated candidate: pass counts most, then the share of tests passed."""
-    return float(row["passed"]) + 0.5 * float(row["test_fraction"])
-
-
-def rank(annotated: list[dict]) -> dict[str, list[dict]]:
-    """Per task: distinct completions, best reward first, ties to the shorter one."""
+def rank(
+    annotated: list[dict], reward: dict | None = None, prompts: dict[str, str] | None = None
+) -> dict[str, list[dict]]:
+    """Per task: distinct completions, best `reward` first (a `rewards:` spec, default RANKING, scored from the
+    annotated verdicts), ties to the shorter one. prompts: task id -> prompt, for rewards that read the code."""
     by_task: dict[str, dict[str, dict]] = defaultdict(dict)
     for r in annotated:
         by_task[r["task_id"]].setdefault(r["completion"], r)  # dedup identical completions
+    rows = [r for group in by_task.values() for r in group.values()]
+    prompts = prompts or {}
+    scores, _ = rewards.make_rewards(reward or RANKING).score(
+        [r["completion"] for r in rows], verdicts=rows, tokens=[r["tokens"] for r in rows],
+        prompt=[prompts.get(r["task_id"], "") for r in rows])  # fmt: skip
+    score = {id(r): s for r, s in zip(rows, scores, strict=True)}
     return {
-        tid: sorted(rows.values(), key=lambda r: (-reward_of(r), r["tokens"], r["index"]))
-        for tid, rows in by_task.items()
+        tid: sorted(group.values(), key=lambda r: (-score[id(r)], r["tokens"], r["index"]))
+        for tid, group in by_task.items()
     }
 
 
@@ -139,10 +143,10 @@ def diversity(annotated: list[dict]) -> dict:
 
 
 def build_preferences(annotated_path: Path, tasks: list[Task], out_dir: Path, rule: PairRule, settings: dict,
-                      seed: int = 0) -> dict:  # fmt: skip
+                      seed: int = 0, reward: dict | None = None) -> dict:  # fmt: skip
     """Write nbest.jsonl, pairs.jsonl (with the prompt) and manifest.json; return the manifest."""
     annotated = read_jsonl(annotated_path)
-    ranked = rank(annotated)
+    ranked = rank(annotated, reward, {t.task_id: t.prompt for t in tasks})
     atomic_write_text(out_dir / "nbest.jsonl",
                       "".join(json.dumps({"task_id": t, "ranked": rows}) + "\n" for t, rows in ranked.items()))  # fmt: skip
     prompts = {t.task_id: t.prompt for t in tasks}

@@ -6,10 +6,9 @@ and per-sample verdicts. `evaluate(cfg)` generates with each checkpoint, scores 
 
     checkpoints/<profile>/eval/<name>/samples.jsonl   one row per sample: code, verdict, tokens
     checkpoints/<profile>/eval/<name>/summary.json    pass@k with CIs, per-task counts, paired diff vs baseline
-    reports/<profile>/results.csv, results.md         one row per checkpoint
+    reports/<profile>/results.csv, results.md         one row per checkpoint (`reports.write_results`)
 
-Intervals are percentile bootstraps over tasks (tasks are the unit that varies between benchmarks; samples of
-one task are not independent). `python -m codelib.evaluator params/tiny/06_eval.yaml [key=value ...]`.
+The statistics (pass@k, bootstrap and paired intervals) are `codelib.stats`'s, re-exported here. `python -m codelib.evaluator params/tiny/06_eval.yaml [key=value ...]`.
 """
 
 from __future__ import annotations
@@ -25,55 +24,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import torch
 
-from codelib import generation, passk
-from codelib.params import atomic_write_json, atomic_write_text, reports_root, resolve, run_dir
-from codelib.tasks import Task, load_tasks, parse_dataset
+from codelib import generation, models, passk, rewards, sandbox
+from codelib.fingerprint import SCORE, code_hash
+from codelib.params import atomic_write_json, atomic_write_text, main_config, reports_root, resolve, run_dir
+from codelib.reports import write_results
+from codelib.stats import bootstrap_ci, paired_difference, pass_at_k
+from codelib.tasks import NAMES, Task, load_tasks, parse_dataset
 
-# ---------------------------------------------------------------------------------------------------------------
-# statistics
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k from n samples of which c passed (Chen et al. 2021): 1 - C(n-c, k) / C(n, k)."""
-    if not 0 <= c <= n:
-        raise ValueError(f"need 0 <= c <= n, got n={n}, c={c}")
-    if not 1 <= k <= n:
-        raise ValueError(f"pass@{k} needs at least {k} samples per task; got n={n}")
-    if n - c < k:
-        return 1.0  # every k-subset holds a pass
-    # The product form avoids the huge binomials of the textbook formula.
-    return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
-
-
-def bootstrap_ci(
-    per_task_values: Sequence[float], iters: int = 1000, seed: int = 0, alpha: float = 0.05
-) -> tuple[float, float]:
-    """Percentile bootstrap CI of the mean, resampling tasks with replacement; (nan, nan) for no tasks."""
-    x = np.asarray(per_task_values, dtype=float)
-    if x.size == 0:
-        return (math.nan, math.nan)
-    rng = np.random.default_rng(seed)
-    means = x[rng.integers(0, x.size, size=(iters, x.size))].mean(axis=1)  # [iters]
-    lo, hi = np.quantile(means, [alpha / 2, 1 - alpha / 2])
-    return (float(lo), float(hi))
-
-
-def paired_difference(
-    a_per_task: Sequence[float], b_per_task: Sequence[float], iters: int = 1000, seed: int = 0, alpha: float = 0.05
-) -> dict:
-    """mean(a - b) over the same tasks, with a paired bootstrap CI (tasks resampled together for a and b).
-
-    Pairing removes the task-difficulty variance both share, so the interval is much tighter than comparing two
-    independent intervals. A CI above 0 means a is better than b on these tasks.
-    """
-    a, b = np.asarray(a_per_task, dtype=float), np.asarray(b_per_task, dtype=float)
-    if a.shape != b.shape:
-        raise ValueError(f"paired comparison needs the same tasks on both sides; got {a.size} and {b.size} values")
-    d = a - b
-    lo, hi = bootstrap_ci(d, iters=iters, seed=seed, alpha=alpha)
-    return {"diff": float(d.mean()) if d.size else math.nan, "ci_low": lo, "ci_high": hi, "tasks": int(d.size)}
-
+__all__ = ["EvalConfig", "bootstrap_ci", "compare", "evaluate", "evaluate_checkpoints", "load_summary",
+           "paired_difference", "pass_at_k", "score_completions", "settings_for", "settings_hash"]  # fmt: skip
 
 # ---------------------------------------------------------------------------------------------------------------
 # scoring: the one path from completions to pass@k
@@ -102,8 +63,6 @@ def score_completions(
     empty = [t.task_id for t, c in zip(tasks, completions, strict=True) if not c]
     if empty:
         raise ValueError(f"task {empty[0]} has no completions ({len(empty)} tasks have none)")
-    from codelib import rewards, sandbox  # imported here: the statistics above need neither
-
     flat_tasks, flat_codes, index = [], [], []
     for i, (task, comps) in enumerate(zip(tasks, completions, strict=True)):
         for j, text in enumerate(comps):
@@ -168,16 +127,16 @@ class EvalConfig:
     profile: str = "tiny"  # outputs go to checkpoints/<profile>/eval/ and reports/<profile>/
     dataset: str = "synthetic"  # humaneval | mbpp | humaneval_plus | mbpp_plus | codecontests | synthetic
     split: str = "test"  # held-out split
-    limit: int = 0  # first `limit` tasks only; 0 = all
+    limit: int = 0  # first `limit` tasks only; 0 for all
     checkpoints: dict[str, str] = field(default_factory=lambda: {"base": "tiny"})  # name -> hub name / dir / adapter
     baseline: str = "base"  # every other checkpoint is compared with this one, paired; "" for none
     n_samples: int = 4  # samples per task
-    temperature: float = 0.8  # 0 = greedy (n_samples is then 1)
+    temperature: float = 0.8  # 0 means greedy (n_samples is then 1)
     top_p: float = 1.0  # nucleus sampling
     max_new_tokens: int = 256  # generation budget per sample
     batch_size: int = 64  # (prompt, sample) rows per generate call
     seed: int = 1234  # sampling seed, separate from training seeds so two evaluations agree
-    ks: list[int] = field(default_factory=lambda: [1])  # pass@k reported for each k (each <= n_samples)
+    ks: list[int] = field(default_factory=lambda: [1])  # pass@k reported for each k (each at most n_samples)
     backend: str = "hf"  # hf | vllm (GPU, pip install -r requirements-vllm.txt)
     workers: int = 2  # sandbox worker processes
     timeout_s: float = 5.0  # wall-clock limit per test program
@@ -241,34 +200,13 @@ def _source(spec: str) -> str:
     return str(p) if p.exists() else spec
 
 
-def _fingerprint(source: str) -> list:
-    """Names, sizes and mtimes of a local checkpoint's weight/config files (an adapter's base's too): a retrained
-    checkpoint, or an adapter whose base was rebuilt, is evaluated again."""
-    if source == "tiny":
-        from codelib.models import TINY_DIR
-
-        source = str(TINY_DIR)
-    p = Path(source)
-    if not p.is_dir():
-        return []
-    pats = ("*.safetensors", "*.bin", "*.pt", "*config.json")
-    files = sorted({f for pat in pats for f in p.glob(pat) if f.is_file()})
-    out = [[f.name, f.stat().st_size, f.stat().st_mtime_ns] for f in files]
-    adapter = p / "adapter_config.json"
-    if adapter.is_file():
-        base = json.loads(adapter.read_text()).get("base_model_name_or_path") or ""
-        if base and base != source:
-            out.append(["base", base, _fingerprint(base)])
-    return out
-
-
 def settings_for(cfg: EvalConfig, name: str, tasks: Sequence[Task]) -> dict:
     """What decides a checkpoint's samples and scores; an equal hash means its summary can be reused."""
     source = _source(cfg.checkpoints[name])
     task_ids = hashlib.sha256("\n".join(t.task_id for t in tasks).encode()).hexdigest()[:16]
     return {
         "checkpoint": cfg.checkpoints[name],
-        "fingerprint": _fingerprint(source),
+        "fingerprint": models.checkpoint_fingerprint(source),
         "dataset": cfg.dataset,
         "split": cfg.split,
         "limit": cfg.limit,
@@ -284,6 +222,8 @@ def settings_for(cfg: EvalConfig, name: str, tasks: Sequence[Task]) -> dict:
         "backend": cfg.backend,
         "timeout_s": cfg.timeout_s,
         "bootstrap_iters": cfg.bootstrap_iters,
+        # the code that extracts, judges and scores: a changed rule re-scores instead of reusing old numbers
+        "code": code_hash(SCORE),
     }
 
 
@@ -294,13 +234,8 @@ def settings_hash(settings: dict) -> str:
 def _free(model) -> None:
     del model
     gc.collect()
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-    except ImportError:
-        pass
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def evaluate_checkpoint(cfg: EvalConfig, name: str, tasks: Sequence[Task], out: Path) -> dict:
@@ -321,8 +256,6 @@ def evaluate_checkpoint(cfg: EvalConfig, name: str, tasks: Sequence[Task], out: 
     if cfg.backend == "vllm":
         comps = generation.generate(source, None, prompts, backend="vllm", **kwargs)
     else:
-        from codelib import models
-
         model, tokenizer = models.load_policy(source)
         try:
             comps = generation.generate(model, tokenizer, prompts, **kwargs)
@@ -404,78 +337,6 @@ def compare(a: str | Path | dict, b: str | Path | dict, iters: int = 1000, seed:
     return {"a": sa.get("checkpoint"), "b": sb.get("checkpoint"), **res}
 
 
-TABLE_COLUMNS = ["checkpoint", "method", "pass@1", "ci_low", "ci_high", "passed", "tasks", "avg_tokens"]
-DIFF_COLUMNS = ["diff_vs_baseline", "diff_ci_low", "diff_ci_high"]
-
-
-def results_table(cfg: EvalConfig, summaries: dict[str, dict]):
-    """One row per checkpoint (columns TABLE_COLUMNS, pass@k for other k, DIFF_COLUMNS) as a DataFrame."""
-    import pandas as pd
-
-    extra_ks = [k for k in cfg.ks if k != 1]
-    rows = []
-    for name, s in summaries.items():
-        row = {
-            "checkpoint": name,
-            "method": name,
-            "pass@1": s["pass@1"],
-            "ci_low": s["ci_low"],
-            "ci_high": s["ci_high"],
-            "passed": s["passed"],
-            "tasks": s["tasks"],
-            "avg_tokens": s["avg_tokens"],
-        }
-        for k in extra_ks:
-            row[f"pass@{k}"] = s.get(f"pass@{k}", math.nan)
-        vs = s.get("vs_baseline") or {}
-        row.update(
-            {
-                "diff_vs_baseline": vs.get("diff", math.nan),
-                "diff_ci_low": vs.get("ci_low", math.nan),
-                "diff_ci_high": vs.get("ci_high", math.nan),
-            }
-        )
-        rows.append(row)
-    return pd.DataFrame(rows, columns=TABLE_COLUMNS + [f"pass@{k}" for k in extra_ks] + DIFF_COLUMNS)
-
-
-def _pct(x: float) -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}"
-
-
-def results_markdown(cfg: EvalConfig, df) -> str:
-    """The results table as Markdown: pass@1 [95% CI] in percent, passed/tasks, paired diff vs the baseline."""
-    greedy = cfg.temperature == 0
-    sampling = "greedy" if greedy else f"{cfg.n_samples} samples/task at T={cfg.temperature}, top_p={cfg.top_p}"
-    extra_ks = [k for k in cfg.ks if k != 1]
-    head = ["checkpoint", "pass@1 [95% CI]"] + [f"pass@{k}" for k in extra_ks] + ["passed", "avg tokens"]
-    if cfg.baseline:
-        head.append(f"Δ vs {cfg.baseline} [95% CI]")
-    lines = [
-        f"# Results: {cfg.dataset}/{cfg.split} ({cfg.profile})",
-        "",
-        f"{int(df['tasks'].max()) if len(df) else 0} tasks, {sampling}, seed {cfg.seed}. Percentages; CIs are "
-        f"{cfg.bootstrap_iters}-resample bootstraps over tasks, Δ is paired over the same tasks. "
-        + ("`passed` = tasks solved." if greedy else "`passed` = expected tasks solved by one sample (Σ c/n)."),
-        "",
-        "| " + " | ".join(head) + " |",
-        "|" + "|".join("---" for _ in head) + "|",
-    ]
-    for r in df.to_dict("records"):
-        passed = f"{int(round(r['passed']))}/{r['tasks']}" if greedy else f"{r['passed']:.1f}/{r['tasks']}"
-        cells = [r["checkpoint"], f"{_pct(r['pass@1'])} [{_pct(r['ci_low'])}, {_pct(r['ci_high'])}]"]
-        cells += [_pct(r[f"pass@{k}"]) for k in extra_ks]
-        cells += [passed, f"{r['avg_tokens']:.1f}"]
-        if cfg.baseline:
-            if r["checkpoint"] == cfg.baseline or math.isnan(r["diff_vs_baseline"]):
-                cells.append("-")
-            else:
-                d, lo, hi = (100 * r[c] for c in DIFF_COLUMNS)
-                cells.append(f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}]")
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
 def evaluate(
     cfg: EvalConfig, force: bool = False, out_root: str | Path | None = None, reports: str | Path | None = None
 ):
@@ -514,11 +375,7 @@ def evaluate(
             s["vs_baseline"] = vs
             atomic_write_json(root / name / "summary.json", s)
 
-    df = results_table(cfg, summaries)
-    rdir = Path(reports) if reports is not None else report_dir(cfg.profile)
-    atomic_write_text(rdir / "results.csv", df.to_csv(index=False))
-    atomic_write_text(rdir / "results.md", results_markdown(cfg, df))
-    return df
+    return write_results(cfg.profile, summaries, Path(reports) if reports is not None else None)
 
 
 def evaluate_checkpoints(checkpoints: dict[str, str], force: bool = False, **config) -> object:
@@ -529,8 +386,6 @@ def evaluate_checkpoints(checkpoints: dict[str, str], force: bool = False, **con
 
 def main(argv: list[str] | None = None) -> None:
     """`python -m codelib.evaluator PARAMS.yaml [key=value ...]`: run the eval stage and print the table."""
-    from codelib.params import main_config
-
     cfg = main_config(EvalConfig, argv)
     print(evaluate(cfg).to_string(index=False))
 

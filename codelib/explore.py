@@ -1,15 +1,27 @@
 """Browsing in notebooks: tasks (00_tasks) and completions with their verdicts (explore).
 
 Widgets need a live JupyterLab front end; under papermill (or with `interactive=False`, or CODELIB_HEADLESS=1)
-every view degrades to printed output so the notebook still runs headless in CI.
+every view degrades to printed output so the notebook still runs headless in CI. A view displays itself and
+returns None, so a cell ending in one shows it once. In JupyterLab the completions are highlighted Python and
+each verdict is coloured (`render_samples_html`); rewards come from `codelib.rewards` like every other reward.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import ipywidgets as widgets
+import pandas as pd
+from IPython.display import HTML, display
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import PythonLexer
+
+from codelib import rewards
+from codelib.params import checkpoints_root, read_jsonl
 from codelib.tasks import Task, load_tasks, task_counts
 
 
@@ -29,8 +41,6 @@ def headless(interactive: bool = True) -> bool:
 
 def counts_table():
     """Tasks per dataset and split, as a DataFrame (rows: datasets, columns: splits)."""
-    import pandas as pd
-
     return pd.DataFrame(task_counts()).T.fillna(0).astype(int)
 
 
@@ -57,9 +67,6 @@ def task_browser(tasks: list[Task], show: int = 0, interactive: bool = True):
     if headless(interactive):
         print(render_task(tasks[show]))
         return None
-    import ipywidgets as widgets
-    from IPython.display import display
-
     picker = widgets.Dropdown(options=[(t.task_id, i) for i, t in enumerate(tasks)], value=show, description="task")
     out = widgets.Output()
 
@@ -70,9 +77,8 @@ def task_browser(tasks: list[Task], show: int = 0, interactive: bool = True):
 
     picker.observe(update, names="value")
     update()
-    box = widgets.VBox([picker, out])
-    display(box)
-    return box
+    display(widgets.VBox([picker, out]))
+    return None
 
 
 def load_for_browsing(cfg: TasksConfig) -> list[Task]:
@@ -92,14 +98,18 @@ class ExploreConfig:
     checkpoint: str = "sft"  # the evaluated checkpoint to read
     other: str = "grpo"  # a second checkpoint for the side-by-side view ("" for none)
     task_index: int = 0  # the task shown first
-    alpha: float = 0.01  # length penalty used for the displayed reward: pass - alpha * tokens / 100
+    rewards: dict[str, float | dict] = field(default_factory=lambda: {"pass": 1.0, "length": {"alpha": 0.01}})  # shown
     interactive: bool = True  # ipywidgets in JupyterLab; False prints plain output (papermill)
+
+    def __post_init__(self):
+        rewards.make_rewards(self.rewards)
+
+
+COLOURS = {"passed": "#1a7f37", "failed": "#cf222e", "timeout": "#9a6700", "error": "#8250df"}
 
 
 def load_samples(profile: str, name: str) -> dict[str, list[dict]]:
     """An evaluated checkpoint's samples grouped by task id (in evaluation order)."""
-    from codelib.params import checkpoints_root, read_jsonl
-
     path = checkpoints_root() / profile / "eval" / name / "samples.jsonl"
     if not path.exists():
         raise FileNotFoundError(f"no samples for checkpoint {name!r} at {path}: evaluate it first (06_eval)")
@@ -109,11 +119,19 @@ def load_samples(profile: str, name: str) -> dict[str, list[dict]]:
     return out
 
 
-def render_samples(name: str, rows: list[dict], alpha: float) -> str:
-    """A checkpoint's samples of one task: verdict, detail, reward and the code."""
+def sample_rewards(rows: list[dict], spec: dict) -> list[float]:
+    """The rewards of evaluated samples under a `rewards:` spec, from their recorded verdicts and token counts."""
+    if not rows:
+        return []
+    texts = [r.get("completion", r.get("code", "")) for r in rows]
+    total, _ = rewards.make_rewards(spec).score(texts, verdicts=rows, tokens=[r.get("n_tokens", 0) for r in rows])
+    return total
+
+
+def render_samples(name: str, rows: list[dict], spec: dict) -> str:
+    """A checkpoint's samples of one task as text: verdict, detail, reward and the code."""
     parts = []
-    for r in rows:
-        reward = float(r["passed"]) - alpha * r.get("n_tokens", 0) / 100
+    for r, reward in zip(rows, sample_rewards(rows, spec), strict=True):
         parts.append(
             f"-- {name} sample {r['sample']}: {r['status']} (reward {reward:+.3f}, {r.get('n_tokens', '?')} tokens)"
             + (f"  detail: {r['detail']}" if r.get("detail") else "")
@@ -122,52 +140,67 @@ def render_samples(name: str, rows: list[dict], alpha: float) -> str:
     return "\n".join(parts)
 
 
-def render_comparison(task_id: str, a: str, rows_a: list[dict], b: str, rows_b: list[dict], alpha: float) -> str:
-    pa = sum(r["passed"] for r in rows_a) / max(1, len(rows_a))
-    pb = sum(r["passed"] for r in rows_b) / max(1, len(rows_b))
+def render_samples_html(name: str, rows: list[dict], spec: dict) -> str:
+    """The same as HTML: a coloured verdict per sample and its code highlighted as Python."""
+    formatter = HtmlFormatter(noclasses=True, nowrap=False)
+    parts = []
+    for r, reward in zip(rows, sample_rewards(rows, spec), strict=True):
+        colour = COLOURS.get(r["status"], "#57606a")
+        detail = f" <span style='color:#57606a'>{html.escape(r['detail'])}</span>" if r.get("detail") else ""
+        parts.append(
+            f"<div><b>{html.escape(name)}</b> sample {r['sample']}: "
+            f"<span style='color:{colour};font-weight:bold'>{html.escape(r['status'])}</span> "
+            f"(reward {reward:+.3f}, {r.get('n_tokens', '?')} tokens){detail}"
+            + highlight(r.get("completion", r.get("code", "")), PythonLexer(), formatter)
+            + "</div>"
+        )
+    return "\n".join(parts)
+
+
+def pass_share(rows: list[dict]) -> float:
+    return sum(r["passed"] for r in rows) / max(1, len(rows))
+
+
+def render_comparison(task_id: str, a: str, rows_a: list[dict], b: str, rows_b: list[dict], spec: dict) -> str:
     return (
-        f"== {task_id}: {a} passes {pa:.0%} of samples, {b} passes {pb:.0%}\n"
-        + render_samples(a, rows_a, alpha)
+        f"== {task_id}: {a} passes {pass_share(rows_a):.0%} of samples, {b} passes {pass_share(rows_b):.0%}\n"
+        + render_samples(a, rows_a, spec)
         + "\n"
-        + render_samples(b, rows_b, alpha)
+        + render_samples(b, rows_b, spec)
     )
 
 
-def completions_explorer(cfg: ExploreConfig):
+def _show(out: widgets.Output, name: str, rows: list[dict], spec: dict) -> None:
+    out.clear_output()
+    with out:
+        display(HTML(render_samples_html(name, rows, spec)))
+
+
+def completions_explorer(cfg: ExploreConfig) -> None:
     """Pick a checkpoint and a task, read its completions with verdicts; prints one task when headless."""
     samples = load_samples(cfg.profile, cfg.checkpoint)
     task_ids = list(samples)
     if not 0 <= cfg.task_index < len(task_ids):
         raise ValueError(f"task_index={cfg.task_index} is out of range: {len(task_ids)} tasks were evaluated")
     if headless(cfg.interactive):
-        tid = task_ids[cfg.task_index]
-        print(render_samples(cfg.checkpoint, samples[tid], cfg.alpha))
+        print(render_samples(cfg.checkpoint, samples[task_ids[cfg.task_index]], cfg.rewards))
         return None
-    import ipywidgets as widgets
-    from IPython.display import display
-
-    from codelib.params import checkpoints_root
-
     names = sorted(p.name for p in (checkpoints_root() / cfg.profile / "eval").iterdir() if p.is_dir())
     ckpt = widgets.Dropdown(options=names, value=cfg.checkpoint, description="checkpoint")
     task = widgets.Dropdown(options=task_ids, value=task_ids[cfg.task_index], description="task")
     out = widgets.Output()
 
     def update(change=None):
-        out.clear_output()
-        with out:
-            rows = load_samples(cfg.profile, ckpt.value).get(task.value, [])
-            print(render_samples(ckpt.value, rows, cfg.alpha))
+        _show(out, ckpt.value, load_samples(cfg.profile, ckpt.value).get(task.value, []), cfg.rewards)
 
     ckpt.observe(update, names="value")
     task.observe(update, names="value")
     update()
-    box = widgets.VBox([widgets.HBox([ckpt, task]), out])
-    display(box)
-    return box
+    display(widgets.VBox([widgets.HBox([ckpt, task]), out]))
+    return None
 
 
-def comparison_view(cfg: ExploreConfig):
+def comparison_view(cfg: ExploreConfig) -> None:
     """Two checkpoints on the same task, side by side; starts on a task where they disagree most."""
     if not cfg.other:
         print("no second checkpoint (other = '')")
@@ -176,27 +209,21 @@ def comparison_view(cfg: ExploreConfig):
     common = [t for t in a if t in b]
 
     def gap(t):
-        return abs(sum(r["passed"] for r in a[t]) / len(a[t]) - sum(r["passed"] for r in b[t]) / len(b[t]))
+        return abs(pass_share(a[t]) - pass_share(b[t]))
 
     ranked = sorted(common, key=lambda t: -gap(t))
     if headless(cfg.interactive):
         print(f"{len([t for t in common if gap(t) > 0])} of {len(common)} tasks differ; the largest gap:")
-        print(render_comparison(ranked[0], cfg.checkpoint, a[ranked[0]], cfg.other, b[ranked[0]], cfg.alpha))
+        print(render_comparison(ranked[0], cfg.checkpoint, a[ranked[0]], cfg.other, b[ranked[0]], cfg.rewards))
         return None
-    import ipywidgets as widgets
-    from IPython.display import display
-
     task = widgets.Dropdown(options=ranked, value=ranked[0], description="task")
     left, right = widgets.Output(), widgets.Output()
 
     def update(change=None):
-        for out, name, rows in ((left, cfg.checkpoint, a), (right, cfg.other, b)):
-            out.clear_output()
-            with out:
-                print(render_samples(name, rows[task.value], cfg.alpha))
+        _show(left, cfg.checkpoint, a[task.value], cfg.rewards)
+        _show(right, cfg.other, b[task.value], cfg.rewards)
 
     task.observe(update, names="value")
     update()
-    box = widgets.VBox([task, widgets.HBox([left, right])])
-    display(box)
-    return box
+    display(widgets.VBox([task, widgets.HBox([left, right])]))
+    return None

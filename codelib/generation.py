@@ -21,7 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from tqdm.auto import tqdm
 from transformers import StoppingCriteria, StoppingCriteriaList
+
+from codelib.models import _resolve_base, build_tiny_model, merge_adapter
+from codelib.params import resolve
 
 # A function body ends where a new top-level statement begins (HumanEval's stop sequences, as in Codex).
 STOP_SEQUENCES = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#")
@@ -179,8 +183,6 @@ def generate(
 
 
 def _generate_hf(model, tokenizer, prompts, n, temperature, top_p, max_new_tokens, batch_size, seed, stop, progress):
-    from tqdm.auto import tqdm
-
     prompt_ids = encode_prompts(tokenizer, prompts)
     eos = _eos_ids(model, tokenizer)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos[0] if eos else 0)
@@ -242,9 +244,6 @@ VLLM_LORA_MODULES = frozenset({"q_proj", "k_proj", "v_proj", "o_proj", "gate_pro
 def vllm_plan(name_or_path: str) -> dict:
     """How vLLM will serve a checkpoint, without importing vLLM: {"model": dir or hub id, "lora": adapter dir or
     None, "rank": LoRA rank, "merged": whether the adapter had to be merged first (and why)}."""
-    from codelib.models import _resolve_base, build_tiny_model
-    from codelib.params import resolve
-
     name = str(name_or_path)
     if name == "tiny":
         return {"model": str(build_tiny_model()), "lora": None, "rank": 0, "merged": ""}
@@ -262,8 +261,6 @@ def vllm_plan(name_or_path: str) -> dict:
     elif not set(targets) <= VLLM_LORA_MODULES:
         why = f"target_modules {sorted(set(targets) - VLLM_LORA_MODULES)} are not LoRA-servable by vLLM"
     if why:
-        from codelib.trainers.common import merge_adapter
-
         return {"model": str(merge_adapter(path)), "lora": None, "rank": 0, "merged": why}
     base = _resolve_base(cfg.get("base_model_name_or_path") or "")
     if not base:

@@ -18,6 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import torch
 import yaml
 
 from codelib.params import REPO_ROOT, config_to_dict
@@ -25,8 +26,6 @@ from codelib.params import REPO_ROOT, config_to_dict
 
 def command(module: str, params: str | Path, processes: int, config: str | None = None) -> list[str]:
     """The `accelerate launch` command line for a trainer module and a params file."""
-    import torch
-
     config = config or ("multi_gpu" if torch.cuda.is_available() else "cpu_2proc")
     path = Path(config) if config.endswith(".yaml") else REPO_ROOT / "params" / "accelerate" / f"{config}.yaml"
     if not path.exists():

@@ -1,239 +1,42 @@
-"""Policies: load one by hub name, local directory or LoRA adapter directory; build the tiny one from nothing.
+"""Policies: load one by hub name, local directory or LoRA adapter directory; LoRA adapters on it, saved and merged.
 
 Everything downstream calls `load_policy`, so a stage does not care whether its policy is
-`deepseek-ai/deepseek-coder-1.3b-base`, a merged checkpoint on disk, an SFT adapter, or `"tiny"`.
-
-`"tiny"` is a ~0.9M-parameter Llama-architecture model with a 512-token byte-level BPE tokenizer, pretrained
-here on CPU on the synthetic training split (`codelib.synthetic`) and cached as an ordinary HF model directory
-under `checkpoints/tiny/base`. Its pretraining is kept deliberately short: the base model should be clearly
-worse than what LoRA SFT makes of it, and SFT in turn should stop where RL still has room (see TINY.md).
+`deepseek-ai/deepseek-coder-1.3b-base`, a merged checkpoint on disk, an SFT adapter, or `"tiny"` (built on demand
+by `codelib.tiny`). The adapter plumbing every trainer shares lives here too: `lora_config(cfg)`, `add_lora`
+(a fresh adapter on a merged start policy), `save_adapter` (atomic) and `merge_adapter` (cached).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
-import random
 import re
 import shutil
-import time
-from dataclasses import asdict, dataclass
+import tempfile
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-TINY_DIR = REPO_ROOT / "checkpoints" / "tiny" / "base"
-BUILD_FILE = "tiny_build.json"  # the settings a cached tiny model was built with
+import torch
+from accelerate import PartialState
+from peft import LoraConfig, PeftModel, get_peft_model, prepare_model_for_kbit_training
+from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
 
-PAD, BOS, EOS = "<pad>", "<s>", "</s>"
+from codelib.params import resolve
+from codelib.tiny import (
+    BOS,
+    BUILD_FILE,
+    EOS,
+    PAD,
+    REPO_ROOT,
+    TINY_DIR,
+    TinyBuild,
+    build_tiny_model,
+    tiny_texts,
+    train_tokenizer,
+)
 
-
-# ---------------------------------------------------------------------------------------------------------------
-# tokenizer
-
-
-def train_tokenizer(texts, vocab_size: int = 512):
-    """A byte-level BPE tokenizer trained on `texts`, one token per digit, as a `PreTrainedTokenizerFast`.
-
-    Digits are split one per token so that numbers the model has never seen (the held-out constants) are
-    spelled with tokens it has. BOS/EOS/PAD exist but nothing is added automatically: every consumer (our
-    pretraining, TRL's SFT and GRPO, HF generate) then tokenizes a prompt the same way.
-    """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    # A newline is always a token of its own: a prompt ends with "\n" and the solution starts with indentation,
-    # so a merged "\n    " token would make the prompt's last token one that training never shows there.
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split("\n", behavior="isolated"),
-            pre_tokenizers.Digits(individual_digits=True),
-            pre_tokenizers.ByteLevel(add_prefix_space=False),
-        ]
-    )
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=[PAD, BOS, EOS],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(texts, trainer)
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token=BOS, eos_token=EOS, pad_token=PAD, padding_side="left"
-    )
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# the tiny model
-
-
-@dataclass(frozen=True)
-class TinyBuild:
-    """Everything that determines the tiny base model; stored beside it so a cache hit is a true match."""
-
-    seed: int = 0
-    steps: int = 200  # full-LM-loss steps: short on purpose, so LoRA SFT has a clear gain to show (TINY.md)
-    batch_size: int = 32
-    lr: float = 2e-3
-    warmup_frac: float = 0.05
-    weight_decay: float = 0.0
-    n_train: int = 5000  # synthetic train tasks (the generator's seed is `seed`)
-    vocab_size: int = 512
-    hidden_size: int = 128
-    num_layers: int = 4
-    num_heads: int = 4
-    intermediate_size: int = 384
-    max_positions: int = 256
-    threads: int = 2  # float sums depend on the thread count; fixing it makes the build reproducible
-    version: int = 1  # bump when the recipe changes in a way the fields above do not show
-
-
-def tiny_texts(tasks, eos: str = EOS) -> list[str]:
-    """Pretraining documents: each task's prompt, its canonical solution, then EOS (where generation stops)."""
-    return [t.prompt + t.canonical_solution + eos for t in tasks]
-
-
-def _lr_at(step: int, total: int, peak: float, warmup_frac: float) -> float:
-    """Linear warm-up then cosine decay to zero."""
-    warmup = max(1, int(warmup_frac * total))
-    if step < warmup:
-        return peak * (step + 1) / warmup
-    progress = (step - warmup) / max(1, total - warmup)
-    return peak * 0.5 * (1.0 + math.cos(math.pi * progress))
-
-
-def _pretrain(model, tokenizer, texts: list[str], cfg: TinyBuild, log=None) -> list[float]:
-    """Full language-model loss over whole documents, AdamW, warm-up + cosine; returns the loss per step."""
-    import torch
-
-    rng = random.Random(cfg.seed)
-    encoded = [tokenizer(t, add_special_tokens=False)["input_ids"][: cfg.max_positions] for t in texts]
-    order: list[int] = []
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.95))
-    model.train()
-    losses = []
-    for step in range(cfg.steps):
-        if len(order) < cfg.batch_size:  # epochs reshuffle; a batch never straddles two orders
-            order = list(range(len(encoded)))
-            rng.shuffle(order)
-        batch = [encoded[order.pop()] for _ in range(cfg.batch_size)]
-        width = max(len(ids) for ids in batch)
-        # Right padding for training; pad positions are masked out of attention and loss.
-        ids = torch.full((len(batch), width), tokenizer.pad_token_id)  # [B, T]
-        mask = torch.zeros((len(batch), width), dtype=torch.long)  # [B, T]
-        for i, seq in enumerate(batch):
-            ids[i, : len(seq)] = torch.tensor(seq)
-            mask[i, : len(seq)] = 1
-        labels = ids.masked_fill(mask == 0, -100)  # [B, T]
-        for group in opt.param_groups:
-            group["lr"] = _lr_at(step, cfg.steps, cfg.lr, cfg.warmup_frac)
-        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        losses.append(loss.item())
-        if log and (step % 25 == 0 or step == cfg.steps - 1):
-            log(f"step {step:4d}  loss {loss.item():.3f}")
-    model.eval()
-    return losses
-
-
-def _read_build(path: Path) -> dict | None:
-    try:
-        return json.loads((path / BUILD_FILE).read_text())["settings"]
-    except (OSError, ValueError, KeyError):
-        return None
-
-
-def build_tiny_model(
-    out_dir: str | Path | None = None,
-    seed: int = 0,
-    steps: int = TinyBuild.steps,
-    force: bool = False,
-    verbose: bool = False,
-    **settings,
-) -> Path:
-    """Build (or reuse) the tiny base model and its tokenizer; returns the HF model directory.
-
-    out_dir: where to put it (default `<repo>/checkpoints/tiny/base`)
-    seed, steps and any other `TinyBuild` field (batch_size, lr, n_train, hidden_size, ...): the recipe
-    force: rebuild even if `out_dir` holds a model built with the same settings
-
-    The directory is written atomically (a temporary sibling renamed into place) and loads with
-    `AutoModelForCausalLM.from_pretrained` / `AutoTokenizer.from_pretrained` like any hub model. With the
-    default settings it takes about a minute on 2 CPU cores.
-    """
-    cfg = TinyBuild(seed=seed, steps=steps, **settings)
-    out = Path(out_dir) if out_dir is not None else TINY_DIR
-    if not force and _read_build(out) == asdict(cfg):
-        return out
-
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from codelib import synthetic
-
-    log = print if verbose else None
-    started = time.time()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(cfg.threads)
-    try:
-        train, _ = synthetic.generate(seed=cfg.seed, n_train=cfg.n_train, n_test=0)
-        texts = tiny_texts(train)
-        tokenizer = train_tokenizer(texts, vocab_size=cfg.vocab_size)
-        torch.manual_seed(cfg.seed)
-        config = LlamaConfig(
-            vocab_size=len(tokenizer),
-            hidden_size=cfg.hidden_size,
-            intermediate_size=cfg.intermediate_size,
-            num_hidden_layers=cfg.num_layers,
-            num_attention_heads=cfg.num_heads,
-            num_key_value_heads=cfg.num_heads,
-            max_position_embeddings=cfg.max_positions,
-            tie_word_embeddings=True,
-            bos_token_id=tokenizer.bos_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id,
-        )
-        model = LlamaForCausalLM(config)
-        losses = _pretrain(model, tokenizer, texts, cfg, log=log)
-    finally:
-        torch.set_num_threads(threads)
-
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    record = {
-        "settings": asdict(cfg),
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "final_loss": losses[-1] if losses else None,
-        "seconds": round(time.time() - started, 1),
-    }
-    (tmp / BUILD_FILE).write_text(json.dumps(record, indent=2) + "\n")
-    _swap_into_place(tmp, out)
-    if log:
-        log(f"tiny model: {record['parameters']:,} parameters, {record['seconds']} s -> {out}")
-    return out
-
-
-def _swap_into_place(tmp: Path, out: Path) -> None:
-    """Rename `tmp` to `out`, replacing an old `out`; readers never see a half-written directory."""
-    old = out.parent / f".{out.name}.old-{os.getpid()}"
-    if out.exists():
-        out.rename(old)
-    try:
-        tmp.rename(out)
-    except OSError:
-        # Another process finished the same build first; keep theirs.
-        shutil.rmtree(tmp, ignore_errors=True)
-    shutil.rmtree(old, ignore_errors=True)
-
+__all__ = ["BOS", "BUILD_FILE", "EOS", "PAD", "TINY_DIR", "TinyBuild", "build_tiny_model", "tiny_texts", "train_tokenizer",
+           "DEFAULT_TARGETS", "add_lora", "load_policy", "lora_config", "merge_adapter", "placement",
+           "save_adapter", "starting_model_dir", "checkpoint_fingerprint"]  # fmt: skip
 
 # ---------------------------------------------------------------------------------------------------------------
 # loading a policy
@@ -254,8 +57,6 @@ def _resolve_base(name: str) -> str:
 
 
 def _load_tokenizer(source: str | Path):
-    from transformers import AutoTokenizer
-
     tokenizer = AutoTokenizer.from_pretrained(source)
     tokenizer.padding_side = "left"  # decoder-only generation pads on the left
     if tokenizer.pad_token is None:
@@ -264,17 +65,12 @@ def _load_tokenizer(source: str | Path):
 
 
 def _load_model(source: str | Path, load_in_4bit: bool, dtype, device_map):
-    import torch
-    from transformers import AutoModelForCausalLM
-
     kwargs = {}
     if dtype is not None:
         kwargs["dtype"] = getattr(torch, dtype) if isinstance(dtype, str) and dtype != "auto" else dtype
     if device_map is not None:
         kwargs["device_map"] = device_map
     if load_in_4bit:
-        from transformers import BitsAndBytesConfig
-
         compute = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         kwargs["quantization_config"] = BitsAndBytesConfig(
             load_in_4bit=True,
@@ -308,8 +104,6 @@ def load_policy(name_or_path, load_in_4bit: bool = False, dtype=None, device_map
     The tokenizer pads on the left and always has a pad token. On a GPU a model loaded for inference
     (trainable=False) is moved there; see `placement`.
     """
-    import torch
-
     if load_in_4bit and not torch.cuda.is_available():
         raise RuntimeError(
             "load_in_4bit=True needs CUDA: QLoRA's 4-bit weights (bitsandbytes NF4) only run on a GPU. "
@@ -322,14 +116,31 @@ def load_policy(name_or_path, load_in_4bit: bool = False, dtype=None, device_map
     return model, tokenizer
 
 
+def checkpoint_fingerprint(source: str) -> list:
+    """Names, sizes and mtimes of a local checkpoint's weight/config files (an adapter's base's too): a retrained
+    checkpoint, or an adapter whose base was rebuilt, is evaluated again."""
+    if source == "tiny":
+        source = str(TINY_DIR)
+    p = Path(source)
+    if not p.is_dir():
+        return []
+    pats = ("*.safetensors", "*.bin", "*.pt", "*config.json")
+    files = sorted({f for pat in pats for f in p.glob(pat) if f.is_file()})
+    out = [[f.name, f.stat().st_size, f.stat().st_mtime_ns] for f in files]
+    adapter = p / "adapter_config.json"
+    if adapter.is_file():
+        base = json.loads(adapter.read_text()).get("base_model_name_or_path") or ""
+        if base and base != source:
+            out.append(["base", base, checkpoint_fingerprint(base)])
+    return out
+
+
 def placement(
     load_in_4bit: bool, dtype, device_map, trainable: bool, cuda: bool | None = None, bf16: bool | None = None
 ):
     """(dtype, device to move to or None) for load_policy. On a GPU, weights load in bf16 unless asked otherwise
     (peft keeps LoRA weights in fp32), and a model for inference goes to the GPU; trainers leave placement to
     accelerate / TRL. On a CPU nothing changes: fp32, where it was loaded."""
-    import torch
-
     cuda = torch.cuda.is_available() if cuda is None else cuda
     if not cuda:
         return dtype, None
@@ -360,8 +171,6 @@ def _load_policy(name_or_path, load_in_4bit: bool, dtype, device_map, trainable:
 
 
 def _load_adapter(path: Path, load_in_4bit: bool, dtype, device_map, trainable: bool):
-    from peft import PeftModel
-
     adapter = json.loads((path / "adapter_config.json").read_text())
     base_name = adapter.get("base_model_name_or_path")
     if not base_name:
@@ -373,8 +182,6 @@ def _load_adapter(path: Path, load_in_4bit: bool, dtype, device_map, trainable: 
     has_tokenizer = any((path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json"))
     tokenizer = _load_tokenizer(path if has_tokenizer else base_source)
     if trainable and load_in_4bit:
-        from peft import prepare_model_for_kbit_training
-
         base = prepare_model_for_kbit_training(base)
     model = PeftModel.from_pretrained(base, path, is_trainable=trainable)
     return _finish(model, tokenizer, load_in_4bit=False, trainable=trainable)
@@ -385,10 +192,97 @@ def _finish(model, tokenizer, load_in_4bit: bool, trainable: bool):
         model.generation_config.pad_token_id = tokenizer.pad_token_id
     if trainable:
         if load_in_4bit:
-            from peft import prepare_model_for_kbit_training
-
             model = prepare_model_for_kbit_training(model)
         model.train()
     else:
         model.eval()
     return model, tokenizer
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# LoRA adapters: the configuration every trainer uses, a fresh one on a start policy, saving, merging
+
+DEFAULT_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def lora_config(cfg) -> LoraConfig:
+    """peft's LoraConfig from a trainer Config's lora_r, lora_alpha, lora_dropout, target_modules, modules_to_save."""
+    return LoraConfig(
+        r=cfg.lora_r,
+        lora_alpha=cfg.lora_alpha,
+        lora_dropout=cfg.lora_dropout,
+        target_modules=list(cfg.target_modules),
+        modules_to_save=list(cfg.modules_to_save) or None,
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
+
+
+def starting_model_dir(init: str) -> str:
+    """A full model to put a fresh adapter on: an adapter dir is merged first; a model dir or hub id as is."""
+    path = resolve(init) if init != "tiny" else None
+    if path is not None and (path / "adapter_config.json").is_file():
+        # several processes: the main one merges (or finds the cached merge), the others then read it
+        with PartialState().main_process_first():
+            return str(merge_adapter(path))
+    if path is not None and path.exists():
+        return str(path)
+    return init  # "tiny" or a hub id
+
+
+def add_lora(cfg):
+    """(peft model with a fresh trainable LoRA adapter on the merged start policy `cfg.init`, tokenizer).
+
+    B = 0 at the start, so step 0 *is* the start policy, and the frozen reference is the same network with the
+    adapter switched off: no second copy of the model."""
+    base, tokenizer = load_policy(starting_model_dir(cfg.init), load_in_4bit=cfg.load_in_4bit, trainable=True)
+    lora = lora_config(cfg)
+    # LoRA's A matrices are drawn from torch's RNG: seed here, so a first run (which also merges the start
+    # adapter, drawing from the RNG) and a later one start from the same adapter
+    torch.manual_seed(cfg.seed)
+    return get_peft_model(base, lora), tokenizer
+
+
+def save_adapter(model, tokenizer, out: Path) -> None:
+    """Write the adapter and tokenizer into `out` file by file through a temp dir (no half-written adapter)."""
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out, prefix=".save-"))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        # adapter_config.json last: its presence is what marks the directory as a finished adapter
+        names = sorted(p.name for p in tmp.iterdir())
+        names.sort(key=lambda n: n == "adapter_config.json")
+        for name in names:
+            os.replace(tmp / name, out / name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def merge_adapter(
+    adapter_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None, force: bool = False
+) -> Path:
+    """Write `adapter_dir`'s base with the adapter merged in as a full HF model dir (cached; atomic).
+
+    Default out_dir: <adapter_dir>/merged. The merged model's logits equal the adapter model's.
+    """
+    adapter_dir = resolve(adapter_dir)
+    out = Path(out_dir) if out_dir else adapter_dir / "merged"
+    stamp = out / "merged_from.json"
+    src_mtime = (adapter_dir / "adapter_config.json").stat().st_mtime
+    complete = (out / "config.json").exists() and any(out.glob("*.safetensors"))
+    if not force and complete and stamp.exists() and json.loads(stamp.read_text()).get("mtime") == src_mtime:
+        return out
+    model, tokenizer = load_policy(adapter_dir)
+    merged = model.merge_and_unload()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-"))  # private: concurrent merges never collide
+    merged.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    (tmp / "merged_from.json").write_text(json.dumps({"adapter": str(adapter_dir), "mtime": src_mtime}))
+    old = out.with_name(f".{out.name}-old-{os.getpid()}")
+    if out.exists():
+        os.replace(out, old)  # readers see the old dir or the new one, never a half-deleted one
+    os.replace(tmp, out)
+    shutil.rmtree(old, ignore_errors=True)
+    return out

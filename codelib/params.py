@@ -2,10 +2,17 @@
 
 A params YAML mirrors its stage's Config one to one: an unknown key, a missing key or a value of the wrong
 type fails before anything runs, with a message naming the key and the file (papermill itself only warns).
+A variant or another profile's file names its base and holds only the keys it changes:
+
+    extends: ../tiny/02_reinforce.yaml   # a path relative to this file; the base may extend another
+    learning_rate: 0.0005                # a key replaces the base's value whole (a mapping too)
+
+The merged values are checked exactly as a complete file would be.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
 import os
@@ -15,6 +22,8 @@ import types
 import typing
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -130,11 +139,7 @@ def build_config(cls: type, values: dict, source: str = "<dict>", require_all: b
         raise ParamsError(f"{source}: {e}") from e
 
 
-def load_yaml(path: str | os.PathLike) -> dict:
-    """Read a params YAML into a dict, with a clear error for a missing or malformed file."""
-    import yaml
-
-    p = resolve(path)
+def _read_yaml(p: Path) -> dict:
     if not p.is_file():
         raise FileNotFoundError(f"params file not found: {p} (paths are relative to the repo root {REPO_ROOT})")
     try:
@@ -146,6 +151,28 @@ def load_yaml(path: str | os.PathLike) -> dict:
     return data
 
 
+def load_yaml(path: str | os.PathLike, _chain: tuple[Path, ...] = ()) -> dict:
+    """Read a params YAML into a dict, with its `extends:` chain merged in (the file's own keys win)."""
+    p = resolve(path)
+    data = _read_yaml(p)
+    base = data.pop("extends", None)
+    if base is None:
+        return data
+    if not isinstance(base, str) or not base:
+        raise ParamsError(f"{p}: extends should name a params file (relative to this one), got {base!r}")
+    base_path = (p.parent / base).resolve()
+    if base_path in _chain or base_path == p.resolve():
+        raise ParamsError(f"{p}: extends {base} closes a loop ({' -> '.join(str(c) for c in (*_chain, p))})")
+    return {**load_yaml(base_path, (*_chain, p.resolve())), **data}
+
+
+def base_values(path: str | os.PathLike) -> dict:
+    """The values a file's `extends:` chain gives it, before its own keys ({} for a file with no base)."""
+    p = resolve(path)
+    base = _read_yaml(p).get("extends")
+    return load_yaml((p.parent / base).resolve()) if base else {}
+
+
 def load_config(cls: type, path: str | os.PathLike, **overrides):
     """Load a Config from a params YAML (strict: every field present, no other key, right types)."""
     values = load_yaml(path)
@@ -153,13 +180,34 @@ def load_config(cls: type, path: str | os.PathLike, **overrides):
     return build_config(cls, values, source=str(resolve(path)))
 
 
+def injected_names(namespace: dict) -> list[str]:
+    """The names papermill injected into a kernel: the assignments of its `# Parameters` cell, read from IPython's
+    input history (`In`). [] outside papermill (a live JupyterLab kernel runs the parameters cell as it is)."""
+    names: list[str] = []
+    for source in namespace.get("In") or []:
+        if isinstance(source, str) and source.startswith("# Parameters\n"):
+            for node in ast.parse(source).body:
+                if isinstance(node, ast.Assign):
+                    names += [t.id for t in node.targets if isinstance(t, ast.Name)]
+    return names
+
+
 def config_from_namespace(cls: type, namespace: dict, source: str = "notebook parameters"):
-    """Build a Config from a notebook's globals: every field must be defined there (papermill injects them)."""
+    """Build a Config from a notebook's globals: every field must be defined there (papermill injects them), and a
+    name papermill injected that is no field (`-p smoothng 5`) fails with the pipeline's message."""
     names = [f.name for f in dataclasses.fields(cls) if f.init]
     missing = [n for n in names if n not in namespace]
     if missing:
         raise ParamsError(f"{source}: missing parameter {missing[0]!r} for {cls.__name__}")
-    return build_config(cls, {n: namespace[n] for n in names}, source=source)
+    injected = injected_names(namespace)
+    if "extends" in injected:
+        raise ParamsError(
+            f"{source}: papermill was given a params file that extends {namespace.get('extends')!r}; papermill does "
+            "not follow `extends:`. Run the stage with `python -m codelib.pipeline`, or give papermill the merged "
+            "file: `python -m codelib.params FILE > merged.yaml`"
+        )
+    values = {n: namespace[n] for n in [*names, *injected] if n in namespace}
+    return build_config(cls, values, source=source)
 
 
 def config_to_dict(cfg) -> dict:
@@ -168,8 +216,6 @@ def config_to_dict(cfg) -> dict:
 
 def main_config(cls: type, argv: list[str] | None = None):
     """`python -m codelib.trainers.X PARAMS.yaml [key=value ...]` -> Config (values parsed as YAML scalars)."""
-    import yaml
-
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):
         fields = ", ".join(f.name for f in dataclasses.fields(cls))
@@ -231,3 +277,9 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
         except json.JSONDecodeError:
             break
     return rows
+
+
+if __name__ == "__main__":  # python -m codelib.params FILE: the file with its `extends:` chain merged, as YAML
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: python -m codelib.params PARAMS.yaml  (prints it with its extends: chain merged)")
+    print(yaml.safe_dump(load_yaml(sys.argv[1]), sort_keys=False, default_flow_style=None), end="")

@@ -2,8 +2,9 @@
 
 Each stage is `notebooks/NN_name.ipynb` run with `params/<profile>/NN_name.yaml`; the executed copy lands in
 `reports/<profile>/`. All params files are checked against their Config before anything runs (unknown, missing
-or mistyped key -> error naming the key and the file). A stage whose params, notebook and upstream stages are
-unchanged since its last successful run, and whose run directories still exist, is skipped unless `--force`.
+or mistyped key -> error naming the key and the file). A stage whose params (with their `extends:` bases), notebook and upstream stages are
+unchanged since its last successful run, whose judging code (extraction, sandbox, rewards: `codelib.fingerprint`)
+is unchanged if it judges completions, and whose run directories still exist, is skipped unless `--force`.
 A failing stage stops the run, naming the notebook, the cell and the error; its executed notebook is kept for
 inspection.
 """
@@ -11,6 +12,7 @@ inspection.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import importlib
 import json
@@ -19,7 +21,18 @@ import sys
 import time
 from pathlib import Path
 
-from codelib.params import REPO_ROOT, ParamsError, atomic_write_json, build_config, checkpoints_root, load_yaml
+import papermill as pm
+
+from codelib.fingerprint import JUDGE, SCORE, code_hash
+from codelib.params import (
+    REPO_ROOT,
+    ParamsError,
+    atomic_write_json,
+    build_config,
+    checkpoints_root,
+    load_yaml,
+    run_dir,
+)
 
 # stage -> Config class its params mirror (the order is the run order)
 STAGES = {
@@ -85,8 +98,6 @@ def check_params(profile: str, stages: list[str], root: Path = REPO_ROOT) -> dic
 def stage_outputs(stage: str, values: dict) -> list[Path]:
     """The directories a stage writes: checkpoints/<profile>/<stage>/ for a trainer, eval/<name>/ per evaluated
     checkpoint. A stage is only skipped while they all still exist (a deleted run is trained again)."""
-    from codelib.params import run_dir
-
     profile = values.get("profile")
     if not profile:
         return []
@@ -105,9 +116,16 @@ def _digest(*parts: str) -> str:
     return h.hexdigest()[:16]
 
 
-def run_stage(stage: str, params: dict, notebook: Path, out_nb: Path, kernel: str | None = None) -> None:
-    import papermill as pm
+def code_key(stage: str) -> str:
+    """The hash of the code that judges (and, for the eval stage, scores) a stage's completions; "" for a stage
+    that judges nothing (its Config has no sandbox `workers`)."""
+    fields = {f.name for f in dataclasses.fields(config_class(stage))}
+    if "workers" not in fields:
+        return ""
+    return code_hash(SCORE if stage == "06_eval" else JUDGE)
 
+
+def run_stage(stage: str, params: dict, notebook: Path, out_nb: Path, kernel: str | None = None) -> None:
     out_nb.parent.mkdir(parents=True, exist_ok=True)
     try:
         pm.execute_notebook(
@@ -152,8 +170,8 @@ def run(
         notebook = root / "notebooks" / f"{stage}.ipynb"
         if not notebook.exists():
             raise FileNotFoundError(f"stage {stage}: notebook {notebook} is missing")
-        yaml_text = (root / "params" / profile / f"{stage}.yaml").read_text()
-        key = _digest(stage, yaml_text, notebook.read_text(), upstream)
+        values = params[stage] if stage in params else load_yaml(root / "params" / profile / f"{stage}.yaml")
+        key = _digest(stage, json.dumps(values, sort_keys=True), notebook.read_text(), code_key(stage), upstream)
         upstream = key  # a change upstream invalidates every stage after it
         if stage not in stages:
             continue

@@ -1,8 +1,9 @@
-"""Tables and figures from run directories: what 07_plots shows and what the README embeds.
+"""Tables and figures from run directories: the one writer of the results table and of the figures.
 
 Reads checkpoints/<profile>/<stage>/metrics.jsonl (training curves) and checkpoints/<profile>/eval/<name>/
-summary.json (evaluation); writes PNGs to reports/<profile>/figures/ and the results table to
-reports/<profile>/results.csv (plain numeric columns) and results.md.
+summary.json (evaluation). `write_results` writes the profile's one results table, reports/<profile>/results.csv
+(plain numeric columns) and results.md (what the README embeds); the eval stage calls it. `make_all` (07_plots)
+writes the PNGs to reports/<profile>/figures/.
 """
 
 from __future__ import annotations
@@ -12,7 +13,14 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.lines import Line2D
+
 from codelib.params import atomic_write_text, checkpoints_root, read_jsonl, reports_root
+from codelib.stats import pass_at_k
 
 CURVES = [
     ("reward_mean", "mean reward"),
@@ -22,15 +30,16 @@ CURVES = [
     ("clip_frac", "clip fraction"),
     ("loss", "loss"),
 ]
-CSV_COLUMNS = ["checkpoint", "method", "pass@1", "ci_low", "ci_high", "passed", "tasks", "avg_tokens"]
+TABLE_COLUMNS = ["checkpoint", "method", "pass@1", "ci_low", "ci_high", "passed", "tasks", "avg_tokens"]
+DIFF_COLUMNS = ["diff_vs_baseline", "diff_ci_low", "diff_ci_high"]
 
 
 @dataclass
 class PlotsConfig:
     profile: str = "tiny"  # reads checkpoints/<profile>/, writes reports/<profile>/
     stages: list[str] = field(default_factory=lambda: ["sft", "reinforce", "ppo", "grpo", "dpo"])  # curves of
-    checkpoints: list[str] = field(default_factory=list)  # evaluated checkpoints to show; [] = every one found
-    smoothing: int = 5  # moving-average window for curves (1 = raw)
+    checkpoints: list[str] = field(default_factory=list)  # evaluated checkpoints to show; [] for every one found
+    smoothing: int = 5  # moving-average window for curves (1: raw)
     heatmap_tasks: int = 60  # at most this many tasks in the per-task heat map
 
 
@@ -66,8 +75,6 @@ def load_summaries(profile: str, names: list[str] | None = None) -> dict[str, di
     if not names:
         csv = reports_root() / profile / "results.csv"
         if csv.exists():
-            import pandas as pd
-
             names = list(pd.read_csv(csv)["checkpoint"])
         else:
             names = sorted(p.name for p in root.glob("*") if (p / "summary.json").exists())
@@ -78,8 +85,6 @@ def load_summaries(profile: str, names: list[str] | None = None) -> dict[str, di
 
 def plot_training_curves(profile: str, stages: list[str], window: int = 5):
     """Reward, pass rate, length, KL, clip fraction and loss per stage, plus each reward term's mean."""
-    import matplotlib.pyplot as plt
-
     metrics = {s: rows for s, rows in load_metrics(profile, stages).items() if rows}
     terms = sorted(
         {k for rows in metrics.values() for r in rows for k in r if k.startswith("rewards/") and k.endswith("/mean")}
@@ -98,8 +103,6 @@ def plot_training_curves(profile: str, stages: list[str], window: int = 5):
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
-    from matplotlib.lines import Line2D
-
     handles = [Line2D([], [], color=colors[s], label=s) for s in metrics]
     if handles:
         fig.legend(handles=handles, loc="upper right", ncol=len(handles))
@@ -110,8 +113,6 @@ def plot_training_curves(profile: str, stages: list[str], window: int = 5):
 
 def plot_pass_at_1(summaries: dict[str, dict]):
     """pass@1 per checkpoint, bars with 95% bootstrap intervals."""
-    import matplotlib.pyplot as plt
-
     names = list(summaries)
     vals = [100 * summaries[n]["pass@1"] for n in names]
     lo = [100 * (summaries[n]["pass@1"] - summaries[n]["ci_low"]) for n in names]
@@ -129,8 +130,6 @@ def plot_pass_at_1(summaries: dict[str, dict]):
 
 def plot_length_accuracy(summaries: dict[str, dict]):
     """pass@1 against mean generated tokens, one point per checkpoint (the length-accuracy trade-off)."""
-    import matplotlib.pyplot as plt
-
     fig, ax = plt.subplots(figsize=(5.5, 4))
     for n, s in summaries.items():
         ax.errorbar(s["avg_tokens"], 100 * s["pass@1"], yerr=[[100 * (s["pass@1"] - s["ci_low"])], [100 * (s["ci_high"] - s["pass@1"])]], fmt="o", capsize=3)  # fmt: skip
@@ -152,9 +151,6 @@ def plot_pass_at_k(summaries: dict[str, dict]):
 
 def plot_task_heatmap(summaries: dict[str, dict], max_tasks: int = 60):
     """Tasks x checkpoints: share of samples that passed (the tasks where checkpoints differ most first)."""
-    import matplotlib.pyplot as plt
-    import numpy as np
-
     names = list(summaries)
     rates = {n: {r["task_id"]: r["c"] / r["n"] for r in s["per_task"]} for n, s in summaries.items()}
     tasks = sorted(set.intersection(*(set(r) for r in rates.values()))) if rates else []
@@ -171,46 +167,86 @@ def plot_task_heatmap(summaries: dict[str, dict], max_tasks: int = 60):
     return fig
 
 
-def results_frame(summaries: dict[str, dict]):
-    """The results table: plain numeric columns pandas reads as they are."""
-    import pandas as pd
+def _extra_ks(summaries: dict[str, dict]) -> list[int]:
+    first = next(iter(summaries.values()), {})
+    return [k for k in first.get("ks", [1]) if k != 1]
 
+
+def results_frame(summaries: dict[str, dict]) -> pd.DataFrame:
+    """One row per checkpoint: TABLE_COLUMNS, pass@k for the other k, and the paired diff vs the baseline."""
+    extra_ks = _extra_ks(summaries)
     rows = []
     for name, s in summaries.items():
-        rows.append({"checkpoint": name, "method": (s.get("method") or name), "pass@1": s["pass@1"],
+        vs = s.get("vs_baseline") or {}
+        rows.append({"checkpoint": name, "method": s.get("method") or name, "pass@1": s["pass@1"],
                      "ci_low": s["ci_low"], "ci_high": s["ci_high"], "passed": s["passed"], "tasks": s["tasks"],
-                     "avg_tokens": s["avg_tokens"]})  # fmt: skip
-    return pd.DataFrame(rows, columns=CSV_COLUMNS)
+                     "avg_tokens": s["avg_tokens"], **{f"pass@{k}": s.get(f"pass@{k}", math.nan) for k in extra_ks},
+                     "diff_vs_baseline": vs.get("diff", math.nan), "diff_ci_low": vs.get("ci_low", math.nan),
+                     "diff_ci_high": vs.get("ci_high", math.nan)})  # fmt: skip
+    return pd.DataFrame(rows, columns=TABLE_COLUMNS + [f"pass@{k}" for k in extra_ks] + DIFF_COLUMNS)
 
 
-def write_table(profile: str, summaries: dict[str, dict]) -> Path:
-    """reports/<profile>/results_table.md (seed style) and, unless 06_eval already wrote it for these
-    checkpoints, results.csv (plain numeric columns)."""
-    import pandas as pd
+def _pct(x: float) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}"
 
-    df = results_frame(summaries)
-    out = reports_root() / profile
-    csv = out / "results.csv"
-    if not csv.exists() or list(pd.read_csv(csv)["checkpoint"]) != list(df["checkpoint"]):
-        atomic_write_text(csv, df.to_csv(index=False))
-    lines = ["| checkpoint | method | pass@1 [95% CI] | #passed/#tasks | avg length |", "|---|---|---|---|---|"]
+
+def results_markdown(profile: str, summaries: dict[str, dict], df: pd.DataFrame | None = None) -> str:
+    """The results table as Markdown: pass@1 [95% CI] in percent, passed/tasks, paired diff vs the baseline.
+
+    The sampling settings and the baseline are read from the summaries (every checkpoint of a table shares them)."""
+    df = results_frame(summaries) if df is None else df
+    first = next(iter(summaries.values()), {})
+    st = first.get("settings", {})
+    baseline = next((s["vs_baseline"]["baseline"] for s in summaries.values() if s.get("vs_baseline")), "")
+    greedy = st.get("temperature") == 0
+    sampling = (
+        "greedy"
+        if greedy
+        else f"{st.get('n_samples')} samples/task at T={st.get('temperature')}, top_p={st.get('top_p')}"
+    )
+    extra_ks = _extra_ks(summaries)
+    head = ["checkpoint", "pass@1 [95% CI]"] + [f"pass@{k}" for k in extra_ks] + ["passed", "avg tokens"]
+    if baseline:
+        head.append(f"Δ vs {baseline} [95% CI]")
+    lines = [
+        f"# Results: {st.get('dataset')}/{st.get('split')} ({profile})",
+        "",
+        f"{int(df['tasks'].max()) if len(df) else 0} tasks, {sampling}, seed {st.get('seed')}. Percentages; CIs are "
+        f"{st.get('bootstrap_iters')}-resample bootstraps over tasks, Δ is paired over the same tasks. "
+        + ("`passed` = tasks solved." if greedy else "`passed` = expected tasks solved by one sample (Σ c/n)."),
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "|".join("---" for _ in head) + "|",
+    ]
     for r in df.to_dict("records"):
-        lines.append(
-            f"| {r['checkpoint']} | {r['method']} | {100 * r['pass@1']:.1f} [{100 * r['ci_low']:.1f}, "
-            f"{100 * r['ci_high']:.1f}] | {r['passed']:.1f}/{r['tasks']} | {r['avg_tokens']:.1f} |"
-        )
-    atomic_write_text(out / "results_table.md", "\n".join(lines) + "\n")
-    return csv
+        passed = f"{int(round(r['passed']))}/{r['tasks']}" if greedy else f"{r['passed']:.1f}/{r['tasks']}"
+        cells = [r["checkpoint"], f"{_pct(r['pass@1'])} [{_pct(r['ci_low'])}, {_pct(r['ci_high'])}]"]
+        cells += [_pct(r[f"pass@{k}"]) for k in extra_ks]
+        cells += [passed, f"{r['avg_tokens']:.1f}"]
+        if baseline:
+            if r["checkpoint"] == baseline or math.isnan(r["diff_vs_baseline"]):
+                cells.append("-")
+            else:
+                d, lo, hi = (100 * r[c] for c in DIFF_COLUMNS)
+                cells.append(f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}]")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_results(profile: str, summaries: dict[str, dict], out: Path | None = None) -> pd.DataFrame:
+    """The profile's results table: reports/<profile>/results.csv and results.md (out replaces the folder)."""
+    df = results_frame(summaries)
+    out = out or reports_root() / profile
+    atomic_write_text(out / "results.csv", df.to_csv(index=False))
+    atomic_write_text(out / "results.md", results_markdown(profile, summaries, df))
+    return df
 
 
 def make_all(cfg: PlotsConfig, show: bool = True) -> dict[str, Path]:
-    """Every figure and the table; returns name -> PNG path. `show` displays them (in a notebook)."""
-    import matplotlib
-
+    """Every figure; returns name -> PNG path. `show` displays them (in a notebook). The table is the eval stage's
+    (`write_results`): reports/<profile>/results.md, shown by 07_plots."""
     if not show:
         matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     summaries = load_summaries(cfg.profile, cfg.checkpoints or None)
     if not summaries:
         raise FileNotFoundError(
@@ -231,14 +267,11 @@ def make_all(cfg: PlotsConfig, show: bool = True) -> dict[str, Path]:
         if show:
             plt.show()
         plt.close(fig)
-    write_table(cfg.profile, summaries)
     return paths
 
 
 def plot_run(run: str | Path, keys: list[str] | None = None, window: int = 5):
     """One stage's metrics.jsonl as small curves (whatever of `keys` it logged); returns the figure."""
-    import matplotlib.pyplot as plt
-
     rows = read_jsonl(Path(run) / "metrics.jsonl")
     if not rows:
         raise FileNotFoundError(f"no metrics.jsonl rows in {run}")

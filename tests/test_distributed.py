@@ -42,7 +42,7 @@ def test_reinforce_two_processes_identical_weights(tiny_sft, tmp_path):
 def test_grpo_two_processes_identical_weights(tiny_sft, tmp_path):
     cfg = grpo.Config(profile="test", stage="grpo_ddp", init=str(tiny_sft), steps=2, prompts_per_step=2,
                       num_generations=4, max_new_tokens=24, save_every=10, report_to="none", limit=32,
-                      learning_rate=1e-2, rewards={"pass": 1.0, "length": 1.0}, alpha=1.0, threads=1)  # fmt: skip
+                      learning_rate=1e-2, rewards={"pass": 1.0, "length": {"alpha": 1.0}}, threads=1)  # fmt: skip
     ranks = launch("codelib.trainers.grpo", cfg, tmp_path)
     assert ranks["processes"] == 2
     a, b = ranks["trainable_sums"]

@@ -11,6 +11,7 @@ import pytest
 from codelib import evaluator, generation
 from codelib.evaluator import EvalConfig, bootstrap_ci, paired_difference, pass_at_k, score_completions
 from codelib.params import ParamsError, build_config, config_to_dict
+from codelib.reports import DIFF_COLUMNS, TABLE_COLUMNS
 from codelib.tasks import load_tasks
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -216,7 +217,7 @@ def test_evaluate_writes_samples_summary_and_table_and_skips_when_up_to_date(che
     out, reports = tmp_path / "eval", tmp_path / "reports"
     df = evaluator.evaluate(cfg, out_root=out, reports=reports)
 
-    assert list(df.columns) == evaluator.TABLE_COLUMNS + evaluator.DIFF_COLUMNS
+    assert list(df.columns) == TABLE_COLUMNS + DIFF_COLUMNS
     assert df["checkpoint"].tolist() == ["base", "lora"] and df["method"].tolist() == ["base", "lora"]
     assert df["pass@1"].tolist() == [1.0, 1.0] and df["passed"].tolist() == [4, 4] and df["tasks"].tolist() == [4, 4]
     assert math.isnan(df["diff_vs_baseline"][0]) and df["diff_vs_baseline"][1] == 0.0
@@ -242,6 +243,10 @@ def test_evaluate_writes_samples_summary_and_table_and_skips_when_up_to_date(che
         evaluator.evaluate(cfg, out_root=out, reports=reports, force=True)
     with pytest.raises(AssertionError, match="up-to-date"):
         evaluator.evaluate(_cfg(checkpoints, max_new_tokens=40), out_root=out, reports=reports)
+    # a change to the code that extracts, judges or scores re-runs it too
+    monkeypatch.setattr(evaluator, "code_hash", lambda *_: "changed-judging-code")
+    with pytest.raises(AssertionError, match="up-to-date"):
+        evaluator.evaluate(cfg, out_root=out, reports=reports)
 
 
 @needs_sandbox
@@ -250,6 +255,6 @@ def test_evaluate_sampled_reports_pass_at_k(checkpoints, tmp_path):
     pytest.importorskip("codelib.models")
     cfg = _cfg({"base": checkpoints["base"]}, temperature=0.8, n_samples=2, ks=[1, 2])
     df = evaluator.evaluate(cfg, out_root=tmp_path / "eval", reports=tmp_path / "reports")
-    assert list(df.columns) == evaluator.TABLE_COLUMNS + ["pass@2"] + evaluator.DIFF_COLUMNS
+    assert list(df.columns) == TABLE_COLUMNS + ["pass@2"] + DIFF_COLUMNS
     assert df["pass@2"][0] >= df["pass@1"][0] > 0.5  # memorised answers survive T=0.8 most of the time
     assert "/4" in (tmp_path / "reports" / "results.md").read_text()

@@ -11,7 +11,7 @@ def test_qlora_sft_two_steps_on_4bit_base(ckpt_root, tiny_base):
 
     from codelib.trainers import sft
 
-    cfg = sft.Config(profile="test", stage="qlora", model=str(tiny_base), load_in_4bit=True, bf16=True, max_steps=2,
+    cfg = sft.Config(profile="test", stage="qlora", init=str(tiny_base), load_in_4bit=True, bf16=True, steps=2,
                      batch_size=8, learning_rate=2e-3, report_to="none", limit=32, lora_r=16, lora_alpha=32)  # fmt: skip
     run = sft.train(cfg)
     weights = load_file(str(run / "adapter_model.safetensors"))

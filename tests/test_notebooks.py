@@ -6,10 +6,11 @@ import dataclasses
 import json
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from codelib import pipeline
-from codelib.params import REPO_ROOT
+from codelib.params import REPO_ROOT, ParamsError, build_config, load_yaml
 
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
 PROFILES = sorted(p.name for p in (REPO_ROOT / "params").iterdir() if p.is_dir() and p.name != "accelerate")
@@ -34,22 +35,26 @@ def test_notebook_is_stripped_and_parameters_mirror_config(path):
     source = parameters_cell(nb)
     names = []
     for node in ast.parse(source).body:
-        assert isinstance(node, ast.Assign) and isinstance(
+        assert isinstance(node, ast.AnnAssign) and isinstance(
             node.value, ast.Constant | ast.List | ast.Dict | ast.UnaryOp
-        ), f"{path.name}: the parameters cell holds flat literals only"
-        names.append(node.targets[0].id)
+        ), f"{path.name}: the parameters cell holds annotated flat literals only"
+        names.append(node.target.id)
     lines = [ln for ln in source.splitlines() if ln.strip()]
     assert all("  # " in ln for ln in lines), f"{path.name}: every parameter carries a comment"
     fields = [f.name for f in dataclasses.fields(pipeline.config_class(path.stem))]
     assert names == fields
+    # papermill reads every line too (`--help-notebook`, its check of -p names): name, type and help
+    from papermill.translators import PythonTranslator
+
+    seen = PythonTranslator.inspect(nbformat.from_dict({"source": source}))
+    assert [p.name for p in seen] == fields, f"{path.name}: papermill cannot parse some parameter lines"
+    assert all(p.help for p in seen)
 
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_profile_yaml_keys_are_config_fields(profile):
-    import yaml
-
     for stage in pipeline.profile_stages(profile):
-        keys = set(yaml.safe_load((REPO_ROOT / "params" / profile / f"{stage}.yaml").read_text()))
+        keys = set(load_yaml(REPO_ROOT / "params" / profile / f"{stage}.yaml"))  # with its `extends:` chain
         fields = {f.name for f in dataclasses.fields(pipeline.config_class(stage))}
         assert keys == fields, f"{profile}/{stage}: {sorted(keys ^ fields)}"
 
@@ -75,6 +80,33 @@ def test_smoke_pipeline_end_to_end(tmp_path, monkeypatch):
     for fig in ("training_curves", "pass_at_1", "length_accuracy", "pass_at_k", "task_heatmap"):
         assert (reports / "figures" / f"{fig}.png").stat().st_size > 1000
     assert Path(tmp_path / "checkpoints" / "smoke" / "dpo" / "merged" / "config.json").exists()
+    # no library noise and no warning about our own code in what a researcher reads
+    for stage in pipeline.profile_stages("smoke"):
+        nb = json.loads((reports / f"{stage}.ipynb").read_text())
+        text = "".join("".join(o.get("text", "")) for c in nb["cells"] for o in c.get("outputs", []))
+        for noise in NOISE:
+            assert noise not in text, f"{stage}: {noise!r} in its output"
+
+
+NOISE = ("Warning:", "Failed to load CPU gemm_4bit_forward", "requires_grad=True to a scalar", "is deprecated")
+
+
+@pytest.mark.slow
+def test_papermill_with_a_misspelt_parameter_stops_with_the_pipelines_message(tmp_path):
+    """`papermill ... -p smoothng 5` (the documented way to run one notebook) fails, naming the key as the pipeline
+    does, instead of running to the end with papermill's warning."""
+    import subprocess
+    import sys
+
+    nb = REPO_ROOT / "notebooks" / "07_plots.ipynb"
+    proc = subprocess.run([sys.executable, "-m", "papermill", str(nb), str(tmp_path / "out.ipynb"), "-f",
+                           str(REPO_ROOT / "params" / "tiny" / "07_plots.yaml"), "-p", "smoothng", "5"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)  # fmt: skip
+    assert proc.returncode != 0
+    assert "unknown parameter 'smoothng' for PlotsConfig" in proc.stdout + proc.stderr
+    with pytest.raises(ParamsError, match="unknown parameter 'smoothng' for PlotsConfig"):
+        values = {**load_yaml(REPO_ROOT / "params/tiny/07_plots.yaml"), "smoothng": 5}
+        build_config(pipeline.config_class("07_plots"), values, source="params/tiny/07_plots.yaml")
 
 
 def test_nbstripout_would_change_nothing():

@@ -3,8 +3,10 @@
 from dataclasses import dataclass, field
 
 import pytest
+import yaml
 
 from codelib.params import (
+    REPO_ROOT,
     ParamsError,
     append_jsonl,
     atomic_write_json,
@@ -83,3 +85,39 @@ def test_atomic_json_and_torn_jsonl(tmp_path):
     with open(tmp_path / "m.jsonl", "a") as f:
         f.write('{"step": 2, "los')  # a stop mid-write
     assert read_jsonl(tmp_path / "m.jsonl") == [{"step": 1}]
+
+
+def test_overlay_extends_its_base_and_is_checked_as_strictly(tmp_path):
+    from codelib.params import ParamsError, base_values, load_config, load_yaml
+    from codelib.trainers import reinforce
+
+    base = tmp_path / "base.yaml"
+    base.write_text((REPO_ROOT / "params" / "tiny" / "02_reinforce.yaml").read_text())
+    (tmp_path / "variants").mkdir()
+    variant = tmp_path / "variants" / "v.yaml"
+    variant.write_text("extends: ../base.yaml\nstage: v\nrewards: {pass: 1.0, length: {alpha: 0.03}}\n")
+    cfg = load_config(reinforce.Config, variant)
+    assert cfg.stage == "v" and cfg.rewards == {"pass": 1.0, "length": {"alpha": 0.03}} and cfg.batch_size == 128
+    assert base_values(variant)["stage"] == "reinforce" and "extends" not in load_yaml(variant)
+    variant.write_text("extends: ../base.yaml\nlearning_rat: 0.1\n")
+    with pytest.raises(ParamsError, match="unknown parameter 'learning_rat'"):
+        load_config(reinforce.Config, variant)
+    variant.write_text("extends: ../base.yaml\nrewards: {pass: 1.0, length: {alfa: 0.03}}\n")
+    with pytest.raises(ParamsError, match="alfa"):
+        load_config(reinforce.Config, variant)
+    base.write_text("extends: variants/v.yaml\n")
+    with pytest.raises(ParamsError, match="loop"):
+        load_yaml(variant)
+
+
+def test_shipped_overlays_hold_only_what_they_change():
+    from codelib.params import base_values, load_yaml
+
+    for path in sorted((REPO_ROOT / "params").glob("*/**/*.yaml")):
+        own = yaml.safe_load(path.read_text())
+        if "extends" not in own:
+            continue
+        base = base_values(path)
+        same = [k for k, v in own.items() if k != "extends" and base.get(k) == v]
+        assert not same, f"{path.relative_to(REPO_ROOT)} repeats its base's {same}"
+        assert load_yaml(path)  # the chain resolves

@@ -135,7 +135,7 @@ def test_rewards_accept_trl_extras():
     cols = columns([ADD])
     extras = dict(completion_ids=[[1, 2, 3]], trainer_state=object())
     assert pass_reward(["    return a + b\n"], **cols, **extras) == [1.0]
-    assert length_penalty(alpha=1.0)(["whatever text"], **cols, **extras) == [-0.03]
+    assert length_penalty(alpha=1.0)(["whatever text"], **cols, **extras) == [pytest.approx(-0.03)]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -149,7 +149,7 @@ def test_length_penalty_counts_tokens():
         def __call__(self, text, add_special_tokens=False):
             return {"input_ids": list(range(10))}
 
-    assert length_penalty(alpha=1.0, tokenizer=Tokenizer())(["x"]) == [-0.1]
+    assert length_penalty(alpha=1.0, tokenizer=Tokenizer())(["x"]) == [pytest.approx(-0.1)]
     assert length_penalty(0.01)([[{"role": "assistant", "content": "a b c"}]]) == [pytest.approx(-0.0003)]
 
 

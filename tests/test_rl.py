@@ -6,6 +6,8 @@ import math
 import pytest
 import torch
 
+from codelib import rewards
+from codelib.logprobs import make_batch, token_logprobs
 from codelib.params import read_jsonl
 from codelib.trainers import common, grpo, ppo, reinforce
 
@@ -14,10 +16,12 @@ from codelib.trainers import common, grpo, ppo, reinforce
 
 
 def test_reinforce_reward_advantage_and_loss_by_hand():
-    passed = torch.tensor([1.0, 0.0, 1.0])
-    lengths = torch.tensor([100.0, 50.0, 200.0])
-    r = reinforce.rewards_of(passed, lengths, alpha=0.03)
+    passed = [{"passed": True}, {"passed": False}, {"passed": True}]
+    reward = rewards.make_rewards({"pass": 1.0, "length": {"alpha": 0.03}})
+    r = torch.tensor(reward.score(["a", "b", "c"], verdicts=passed, tokens=[100, 50, 200])[0])
     assert torch.allclose(r, torch.tensor([0.97, -0.015, 0.94]))
+    # bit for bit the tensor arithmetic of the loops before rewards.py owned the length term
+    assert torch.equal(r, torch.tensor([1.0, 0.0, 1.0]) - 0.03 * torch.tensor([100.0, 50.0, 200.0]) / 100.0)
     assert torch.allclose(reinforce.advantages_of(r, None), r)
     adv = reinforce.advantages_of(r, 0.5)
     assert torch.allclose(adv, torch.tensor([0.47, -0.515, 0.44]))
@@ -87,7 +91,7 @@ def test_value_loss_and_value_advantages():
 
 
 def test_make_batch_marks_completion_targets():
-    b = common.make_batch([[5, 6], [7]], [[8, 9], [10, 11, 12]], pad_id=0)
+    b = make_batch([[5, 6], [7]], [[8, 9], [10, 11, 12]], pad_id=0)
     assert b.input_ids.tolist() == [[5, 6, 8, 9], [7, 10, 11, 12]]
     # targets are tokens 1..T-1; completion tokens of row 0 are at targets 1, 2; of row 1 at 0, 1, 2
     assert b.completion_mask.tolist() == [[0, 1, 1], [1, 1, 1]]
@@ -139,9 +143,9 @@ def test_log_probs_match_generation_scores(tiny_sft):
                          output_scores=True, return_dict_in_generate=True, pad_token_id=tok.pad_token_id)  # fmt: skip
     new = gen.sequences[0, ids.shape[1] :].tolist()
     scored = [float(torch.log_softmax(s[0], -1)[t]) for s, t in zip(gen.scores, new, strict=False)]
-    batch = common.make_batch([ids[0].tolist()], [new], tok.pad_token_id)
+    batch = make_batch([ids[0].tolist()], [new], tok.pad_token_id)
     with torch.no_grad():
-        logp = common.token_logprobs(model, batch)
+        logp = token_logprobs(model, batch)
     recomputed = logp[0][batch.completion_mask[0].bool()].tolist()
     assert len(recomputed) == len(scored)
     assert max(abs(a - b) for a, b in zip(recomputed, scored, strict=True)) < 1e-4
@@ -239,7 +243,7 @@ def test_reinforce_resume_after_kill(tiny_sft, tmp_path):
 def test_grpo_trains_lora_with_project_rewards(tiny_sft):
     cfg = grpo.Config(profile="test", init=str(tiny_sft), steps=2, prompts_per_step=4, num_generations=4,
                       max_new_tokens=24, save_every=1, report_to="none", limit=32, learning_rate=1e-2, beta=0.01,
-                      rewards={"pass": 1.0, "compile": 0.2, "length": 1.0}, alpha=1.0, threads=1)  # fmt: skip
+                      rewards={"pass": 1.0, "compile": 0.2, "length": {"alpha": 1.0}}, threads=1)  # fmt: skip
     run = grpo.train(cfg)
     rows = read_jsonl(run / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2]
@@ -256,13 +260,13 @@ def test_multi_criteria_reward_terms_by_hand():
     t = load_tasks("synthetic", "train")[0]
     texts = [t.canonical_solution, "    return (\n"]
     rows = tasks_to_rows([t, t])
-    ro = common.Rollouts([t, t], [[1], [1]], [[2] * 10, [2] * 30], texts, torch.tensor([1.0, 0.0]),
-                         torch.tensor([1.0, 0.0]), torch.tensor([10.0, 30.0]), 0.0, 0.0,
-                         {k: [r[k] for r in rows] for k in rows[0]})  # fmt: skip
-    total, means = common.reward_terms(ro, {"pass": 1.0, "compile": 0.5}, alpha=0.1)
-    # canonical: 1 + 0.5*1 - 0.1*10/100; broken: 0 + 0.5*0 - 0.1*30/100
-    assert torch.allclose(total, torch.tensor([1.5 - 0.01, -0.03]))
-    assert means["rewards/pass_reward/mean"] == 0.5 and means["rewards/compile_reward/mean"] == 0.5
+    columns = {k: [r[k] for r in rows] for k in rows[0]}
+    reward = rewards.make_rewards({"pass": 1.0, "compile": 0.5, "length": {"alpha": 0.1}})
+    total, terms = reward.score(texts, completion_ids=[[2] * 10, [2] * 30], **columns)
+    # canonical: 1 + 0.5*1 - 0.1*10/100; broken: 0 + 0.5*0 - 0.1*30/100; the length term counted once
+    assert total == pytest.approx([1.5 - 0.01, -0.03])
+    assert list(terms) == ["pass_reward", "compile_reward", "length_penalty"]
+    assert terms["pass_reward"] == [1.0, 0.0] and terms["compile_reward"] == [1.0, 0.0]
 
 
 @pytest.mark.slow

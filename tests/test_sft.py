@@ -27,16 +27,16 @@ def test_qlora_without_cuda_is_a_clear_error(ckpt_root, tiny_base):
     if torch.cuda.is_available():
         pytest.skip("CUDA present: 4-bit loading works here")
     with pytest.raises(RuntimeError, match="needs CUDA"):
-        sft.train(sft.Config(profile="test", stage="qlora", model=str(tiny_base), load_in_4bit=True, report_to="none"))
+        sft.train(sft.Config(profile="test", stage="qlora", init=str(tiny_base), load_in_4bit=True, report_to="none"))
 
 
 @pytest.mark.slow
 def test_two_steps_change_lora_and_resume(ckpt_root, tiny_base):
     from safetensors.torch import load_file
 
-    kw = dict(profile="test", stage="sft_resume", model=str(tiny_base), batch_size=8, learning_rate=2e-3,
-              logging_steps=1, save_steps=1, report_to="none", limit=64, modules_to_save=["norm"])  # fmt: skip
-    run = sft.train(sft.Config(max_steps=2, **kw))
+    kw = dict(profile="test", stage="sft_resume", init=str(tiny_base), batch_size=8, learning_rate=2e-3,
+              logging_steps=1, save_every=1, report_to="none", limit=64, modules_to_save=["norm"])  # fmt: skip
+    run = sft.train(sft.Config(steps=2, **kw))
     weights = load_file(str(run / "adapter_model.safetensors"))
     assert any("lora_B" in k and float(v.abs().sum()) > 0 for k, v in weights.items())  # B starts at zero
     assert any("norm" in k for k in weights)  # modules_to_save travel with the adapter
@@ -44,7 +44,7 @@ def test_two_steps_change_lora_and_resume(ckpt_root, tiny_base):
     rows = [r for r in read_jsonl(run / "metrics.jsonl") if "loss" in r]
     assert [r["step"] for r in rows] == [1, 2]
     # started again with more steps: resumes from checkpoint-2 instead of starting over
-    sft.train(sft.Config(max_steps=3, **kw))
+    sft.train(sft.Config(steps=3, **kw))
     rows = [r for r in read_jsonl(run / "metrics.jsonl") if "loss" in r]
     assert [r["step"] for r in rows] == [1, 2, 3]
     assert json.loads((run / "train_summary.json").read_text())["steps"] == 3

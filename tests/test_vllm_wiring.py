@@ -125,7 +125,7 @@ def test_plain_lora_adapter_is_served_without_merging(fake_vllm, tiny_sft, tmp_p
 def test_adapter_with_fully_trained_modules_is_merged_first(fake_vllm, ckpt_root, tiny_base):
     from codelib.trainers import sft
 
-    cfg = sft.Config(profile="test", stage="sft_norms", model=str(tiny_base), max_steps=1, batch_size=4,
+    cfg = sft.Config(profile="test", stage="sft_norms", init=str(tiny_base), steps=1, batch_size=4,
                      report_to="none", limit=8, modules_to_save=["norm"])  # fmt: skip
     run = sft.train(cfg)
     plan = generation.vllm_plan(str(run))

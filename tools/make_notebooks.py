@@ -15,21 +15,38 @@ import sys
 from pathlib import Path
 
 import nbformat
-import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from codelib.params import load_yaml  # noqa: E402  (after the path is set)
 
 IMPORTS = "%load_ext autoreload\n%autoreload 2\n"
 
 
 def field_comments(cls) -> dict[str, str]:
-    src = inspect.getsource(cls)
-    return {m.group(1): m.group(2).strip() for m in re.finditer(r"^\s+(\w+):[^#\n]*#\s*(.*)$", src, flags=re.M)}
+    """Each field's trailing comment in its dataclass source (a field a subclass redeclares: the subclass's)."""
+    out: dict[str, str] = {}
+    for klass in reversed([k for k in cls.__mro__ if dataclasses.is_dataclass(k)]):
+        src = inspect.getsource(klass)
+        out.update(
+            {m.group(1): m.group(2).strip() for m in re.finditer(r"^    (\w+):[^#\n]*#\s*(.*)$", src, flags=re.M)}
+        )
+    return out
+
+
+# papermill reads `name: annotation = value  # help` when the annotation has only word characters, brackets and
+# commas (`--help-notebook`, and its check of -p names); a union is shown by its outer type
+_PAPERMILL_ANNOTATION = re.compile(r"^\w[\w\[\],\s]*$")
+
+
+def annotation(f) -> str:
+    hint = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+    return hint if _PAPERMILL_ANNOTATION.match(hint) else hint.split("[")[0]
 
 
 def parameters_cell(cls, yaml_path: Path) -> str:
-    values = yaml.safe_load(yaml_path.read_text()) if yaml_path.exists() else {}
+    values = load_yaml(yaml_path) if yaml_path.exists() else {}
     comments = field_comments(cls)
     lines = []
     for f in dataclasses.fields(cls):
@@ -39,10 +56,20 @@ def parameters_cell(cls, yaml_path: Path) -> str:
             v = f.default
         else:
             v = f.default_factory()
-        # papermill's parameter parser gives up on a line with a second "=": keep them out of the comments
-        c = comments.get(f.name, f.name.replace("_", " ")).replace(" = ", ": ").replace("=", ":")
-        lines.append(f"{f.name} = {v!r}  # {c}")
+        if f.name not in comments:
+            raise SystemExit(f"{cls.__qualname__}.{f.name} has no comment: add one where the field is declared")
+        if "=" in comments[f.name]:  # papermill's parser gives up on a line with a second "="
+            raise SystemExit(
+                f"{cls.__qualname__}.{f.name}: its comment has '=', which papermill cannot parse; reword it"
+            )
+        lines.append(f"{f.name}: {annotation(f)} = {v!r}  # {comments[f.name]}")
     return "\n".join(lines)
+
+
+def escape_markdown(text: str) -> str:
+    """`<profile>`-style placeholders outside code spans as entities, so JupyterLab does not take them for tags."""
+    parts = text.split("`")
+    return "`".join(re.sub(r"<([\w-]+)>", r"&lt;\1&gt;", p) if i % 2 == 0 else p for i, p in enumerate(parts))
 
 
 def notebook(title: str, intro: str, config: str, yaml_name: str, cells: list[str]) -> nbformat.NotebookNode:
@@ -55,7 +82,7 @@ def notebook(title: str, intro: str, config: str, yaml_name: str, cells: list[st
     }
     params = nbformat.v4.new_code_cell(parameters_cell(cls, ROOT / "params" / "tiny" / yaml_name))
     params.metadata["tags"] = ["parameters"]
-    nb.cells = [nbformat.v4.new_markdown_cell(f"# {title}\n\n{intro}"), params]
+    nb.cells = [nbformat.v4.new_markdown_cell(escape_markdown(f"# {title}\n\n{intro}")), params]
     nb.cells.append(
         nbformat.v4.new_code_cell(
             IMPORTS
@@ -64,7 +91,7 @@ def notebook(title: str, intro: str, config: str, yaml_name: str, cells: list[st
     )
     for c in cells:
         if c.startswith("## ") or c.startswith("# "):
-            nb.cells.append(nbformat.v4.new_markdown_cell(c))
+            nb.cells.append(nbformat.v4.new_markdown_cell(escape_markdown(c)))
         else:
             nb.cells.append(nbformat.v4.new_code_cell(c))
     for i, cell in enumerate(nb.cells):
@@ -114,7 +141,8 @@ register(
 register(
     "02_reinforce",
     "02 · REINFORCE",
-    "Our own loop (TRL has none): one sampled completion per task, reward = pass − α·tokens/100 from the sandbox, "
+    "Our own loop (TRL has none): one sampled completion per task, scored by `rewards` (tiny: pass − α·tokens/100, "
+    "the sandbox judging pass), "
     "loss = −(reward − baseline)·log p(completion), LoRA parameters only. " + TRAIN_INTRO.format(stage="reinforce"),
     "codelib.trainers.reinforce.Config",
     "02_reinforce.yaml",
@@ -161,12 +189,12 @@ register(
     "codelib.trainers.dpo.Config",
     "05_dpo.yaml",
     [
-        "import pandas as pd\nfrom codelib import reports\nfrom codelib.trainers import common, dpo\n\nmanifest = dpo.prepare(cfg)\npd.DataFrame([manifest['counts']])",
+        "import pandas as pd\nfrom codelib import reports\nfrom codelib import models\nfrom codelib.trainers import dpo\n\nmanifest = dpo.prepare(cfg)\npd.DataFrame([manifest['counts']])",
         "## Candidate diversity and coverage",
         "pd.DataFrame([{**manifest['diversity'], 'tasks_with_no_pass': manifest['tasks_with_no_pass'], 'tasks_with_no_fail': manifest['tasks_with_no_fail']}])",
         "from codelib import launch\n\nrun = launch.train(\"codelib.trainers.dpo\", cfg, processes=cfg.processes)\nfig = reports.plot_run(run, keys=['loss', 'rewards/margins', 'rewards/accuracies', 'rewards/chosen', 'rewards/rejected'])",
         "## Merge the adapter into a full model (for vLLM or sharing)",
-        "merged = common.merge_adapter(run)\nmerged",
+        "merged = models.merge_adapter(run)\nmerged",
     ],
 )
 register(
@@ -188,12 +216,12 @@ register(
     "07 · Plots and tables",
     "Training curves of every stage, pass@1 per checkpoint with 95% intervals, the length–accuracy trade-off, pass@k "
     "curves, a per-task heat map and the results table. In: checkpoints/<profile>/. Out: reports/<profile>/figures/"
-    "*.png, reports/<profile>/results.csv and results_table.md.",
+    "*.png; the results table is the eval stage's (reports/<profile>/results.md), shown here.",
     "codelib.reports.PlotsConfig",
     "07_plots.yaml",
     [
         "from IPython.display import Markdown, display\nfrom codelib import reports\n\npaths = reports.make_all(cfg)",
-        "display(Markdown(reports.reports_root().joinpath(cfg.profile, 'results_table.md').read_text()))",
+        "display(Markdown(reports.reports_root().joinpath(cfg.profile, 'results.md').read_text()))",
     ],
 )
 register(
@@ -230,9 +258,26 @@ register(
 )
 
 
+def trainer_notebook(stage: str, config: str) -> tuple:
+    """The notebook of a trainer stage nobody registered above: its module docstring's first paragraph, the
+    parameters, a (live-logged) run and its curves. A new algorithm needs no entry here."""
+    module = importlib.import_module(config.rsplit(".", 1)[0])
+    doc = (module.__doc__ or stage).strip().split("\n\n")
+    title = f"{stage.split('_')[0]} · {doc[0].splitlines()[0].rstrip('.')}"
+    intro = " ".join(" ".join(doc[1:2]).split()) + " " + TRAIN_INTRO.format(stage=stage.split("_", 1)[-1])
+    cells = [f"from codelib import launch, reports\n\nrun = launch.train({module.__name__!r}, cfg, "
+             "processes=cfg.processes)\nrun", "fig = reports.plot_run(run)"]  # fmt: skip
+    return (title, intro, config, f"{stage}.yaml", cells)
+
+
 def main(only: list[str] | None = None) -> None:
+    from codelib.pipeline import STAGES
+
     out = ROOT / "notebooks"
     out.mkdir(exist_ok=True)
+    for stage, config in STAGES.items():
+        if stage not in NOTEBOOKS and config.startswith("codelib.trainers."):
+            NOTEBOOKS[stage] = trainer_notebook(stage, config)
     for name, args in NOTEBOOKS.items():
         if only and name not in only:
             continue

@@ -13,51 +13,38 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from codelib.params import atomic_write_json, config_to_dict, main_config, resolve, run_dir
-from codelib.trainers import common
-from codelib.trainers.sft import DEFAULT_TARGETS, lora_config, metrics_callback, report_to, save_adapter
+from datasets import Dataset
+from transformers.trainer_utils import get_last_checkpoint
+from trl import DPOConfig, DPOTrainer
+
+from codelib.candidates import RANKING, PairRule, annotate, build_preferences, generate_candidates
+from codelib.metrics import trainer_callback
+from codelib.models import load_policy, lora_config, save_adapter, starting_model_dir
+from codelib.params import atomic_write_json, config_to_dict, main_config, read_jsonl, resolve
+from codelib.tasks import load_tasks
+from codelib.trainers.common import SamplingConfig, seed_everything, trainer_args
 
 
 @dataclass
-class Config:
-    profile: str = "tiny"  # checkpoints/<profile>/<stage>/
+class Config(SamplingConfig):
     stage: str = "dpo"  # run directory name
-    init: str = "checkpoints/tiny/sft"  # the starting policy (samples the candidates; DPO's reference)
-    dataset: str = "synthetic"  # training tasks (a codelib.tasks dataset)
-    split: str = "train"
-    limit: int = 0  # 0 = every task of the split
+    rewards: dict[str, float | dict] = field(default_factory=lambda: dict(RANKING))  # ranks a task's candidates
     n_candidates: int = 8  # samples per task
-    temperature: float = 1.0  # candidate sampling
-    top_p: float = 1.0
-    max_new_tokens: int = 64
     gen_seed: int = 7  # candidate sampling seed
     gen_batch_size: int = 64  # (prompt, sample) rows per generate call
     gen_backend: str = "hf"  # candidate sampling on hf | vllm (GPU, pip install -r requirements-vllm.txt)
-    min_chosen: float = 0.8  # pair rule: chosen passes with test fraction >= this
-    min_gap: float = 0.4  # pair rule: chosen - rejected test fraction >= this
+    min_chosen: float = 0.8  # pair rule: chosen passes with a test fraction of at least this
+    min_gap: float = 0.4  # pair rule: chosen minus rejected test fraction, at least this
     max_pairs_per_task: int = 4  # K
     beta: float = 0.1  # DPO temperature
     loss_type: list[str] = field(default_factory=lambda: ["sigmoid"])  # TRL DPO losses, e.g. [sigmoid, sft] (RPO)
-    loss_weights: list[float] = field(default_factory=list)  # one weight per loss; [] = all 1
-    learning_rate: float = 1e-3
-    steps: int = 100  # optimizer steps
+    loss_weights: list[float] = field(default_factory=list)  # one weight per loss; [] for all 1
     batch_size: int = 16  # pairs per step
-    max_length: int = 512
-    lora_r: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.0
-    target_modules: list[str] = field(default_factory=lambda: list(DEFAULT_TARGETS))
-    modules_to_save: list[str] = field(default_factory=list)  # also trained in full, e.g. ["norm"]: every RMSNorm
-    load_in_4bit: bool = False
+    max_length: int = 512  # tokens per prompt + completion
     save_every: int = 50  # a resumable checkpoint every N steps
-    seed: int = 0
-    workers: int = 2  # sandbox workers
-    timeout_s: float = 5.0  # per program
-    threads: int = 0  # torch CPU threads; 0 = torch's default
-    report_to: str = "tensorboard"  # "none" | "tensorboard" | "wandb"
-    processes: int = 1  # >1: the notebook starts `accelerate launch` with this many processes (live log)
 
     def __post_init__(self):
+        super().__post_init__()
         if self.gen_backend not in ("hf", "vllm"):
             raise ValueError(f"gen_backend must be 'hf' or 'vllm', not {self.gen_backend!r}")
         if self.n_candidates < 2:
@@ -67,17 +54,9 @@ class Config:
         if not 0 <= self.min_gap <= 1 or not 0 <= self.min_chosen <= 1:
             raise ValueError("min_chosen and min_gap are test fractions in [0, 1]")
 
-    @property
-    def run_dir(self) -> Path:
-        return run_dir(self.profile, self.stage)
-
 
 def prepare(cfg: Config) -> dict:
     """Candidates, annotation and preference pairs in the run dir; returns the manifest."""
-    from codelib.candidates import PairRule, annotate, build_preferences, generate_candidates
-    from codelib.models import load_policy
-    from codelib.tasks import load_tasks
-
     out = cfg.run_dir
     out.mkdir(parents=True, exist_ok=True)
     tasks = load_tasks(cfg.dataset, cfg.split)[: cfg.limit or None]
@@ -93,20 +72,12 @@ def prepare(cfg: Config) -> dict:
     rule = PairRule(cfg.min_chosen, cfg.min_gap, cfg.max_pairs_per_task)
     settings = {"source_policy": cfg.init, "n_candidates": cfg.n_candidates, "temperature": cfg.temperature,
                 "top_p": cfg.top_p, "max_new_tokens": cfg.max_new_tokens, "gen_seed": cfg.gen_seed}  # fmt: skip
-    return build_preferences(out / "candidates_annotated.jsonl", tasks, out, rule, settings, cfg.seed)
+    return build_preferences(out / "candidates_annotated.jsonl", tasks, out, rule, settings, cfg.seed, cfg.rewards)
 
 
 def train(cfg: Config) -> Path:
     """Build the preference data (if needed) and run DPO; returns the run directory."""
-    import torch
-    from datasets import Dataset
-    from transformers.trainer_utils import get_last_checkpoint
-    from trl import DPOConfig, DPOTrainer
-
-    from codelib.models import load_policy
-    from codelib.params import read_jsonl
-
-    common.seed_everything(cfg.seed, cfg.threads)
+    seed_everything(cfg.seed, cfg.threads)
     out = cfg.run_dir
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / "config.json", {"stage": "dpo", **config_to_dict(cfg)})
@@ -120,25 +91,17 @@ def train(cfg: Config) -> Path:
     data = Dataset.from_list(
         [{"prompt": p["prompt"], "chosen": p["chosen"], "rejected": p["rejected"]} for p in pairs]
     )
-    model, tokenizer = load_policy(common.starting_model_dir(cfg.init), load_in_4bit=cfg.load_in_4bit, trainable=True)
+    model, tokenizer = load_policy(starting_model_dir(cfg.init), load_in_4bit=cfg.load_in_4bit, trainable=True)
     tokenizer.padding_side = "right"
     args = DPOConfig(
-        output_dir=str(out),
-        max_steps=cfg.steps,
+        **trainer_args(cfg),
         per_device_train_batch_size=cfg.batch_size,
-        learning_rate=cfg.learning_rate,
         lr_scheduler_type="constant",
         beta=cfg.beta,
         loss_type=list(cfg.loss_type),
         loss_weights=list(cfg.loss_weights) or None,
         max_length=cfg.max_length,
         logging_steps=1,
-        save_steps=cfg.save_every,
-        save_total_limit=2,
-        seed=cfg.seed,
-        data_seed=cfg.seed,
-        report_to=report_to(cfg.report_to),
-        use_cpu=not torch.cuda.is_available(),
         dataloader_num_workers=0,
     )
     lora = lora_config(cfg)
@@ -148,7 +111,7 @@ def train(cfg: Config) -> Path:
         train_dataset=data,
         processing_class=tokenizer,
         peft_config=lora,
-        callbacks=[metrics_callback(out / "metrics.jsonl")],
+        callbacks=[trainer_callback(out / "metrics.jsonl")],
     )
     last = get_last_checkpoint(str(out)) if any(out.glob("checkpoint-*")) else None
     if last:

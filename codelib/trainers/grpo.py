@@ -2,8 +2,8 @@
 
 The start policy (the SFT adapter, merged into its base) gets a fresh LoRA adapter that TRL trains; TRL's
 reference model is then that same network with the adapter off, i.e. the start policy. Per step: P prompts,
-G completions each, rewards from `codelib.rewards` (one name -> weight per term; every term logged as
-`rewards/<name>/mean`), advantages normalised within each prompt's group. A group whose G rewards are all
+G completions each, rewards from `codelib.rewards` (the terms of `rewards:` with their weights; every term logged
+as `rewards/<name>/mean`), advantages normalised within each prompt's group. A group whose G rewards are all
 equal gives no signal: TRL logs their share as `frac_reward_zero_std`, copied here as `zero_std_frac`.
 
 TRL 1.16 defaults worth knowing: beta = 0 (no KL term, no reference forward), loss_type = "dapo", and no
@@ -15,73 +15,50 @@ TRL 1.16 defaults worth knowing: beta = 0 (no KL term, no reference forward), lo
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from codelib.params import atomic_write_json, config_to_dict, main_config, run_dir
-from codelib.trainers import common
-from codelib.trainers.sft import DEFAULT_TARGETS, lora_config, report_to, save_adapter
+from datasets import Dataset
+from transformers import TrainerCallback
+from transformers.trainer_utils import get_last_checkpoint
+from trl import GRPOConfig, GRPOTrainer
+
+from codelib import metrics, sandbox
+from codelib.models import load_policy, lora_config, save_adapter, starting_model_dir
+from codelib.params import atomic_write_json, config_to_dict, main_config
+from codelib.rewards import make_rewards
+from codelib.tasks import load_tasks
+from codelib.trainers.common import SamplingConfig, seed_everything, trainer_args, write_rank_checksums
 
 
 @dataclass
-class Config:
-    profile: str = "tiny"  # checkpoints/<profile>/<stage>/
+class Config(SamplingConfig):
     stage: str = "grpo"  # run directory name
-    init: str = "checkpoints/tiny/sft"  # the starting policy: SFT adapter dir (merged first), model dir or hub id
-    dataset: str = "synthetic"  # training tasks (a codelib.tasks dataset)
-    split: str = "train"
-    limit: int = 0  # 0 = every task of the split
-    steps: int = 100  # optimizer steps
     prompts_per_step: int = 16  # P: distinct tasks per step
     num_generations: int = 8  # G: completions per task (the group)
-    learning_rate: float = 1e-3
     beta: float = 0.0  # KL coefficient to the start policy (TRL's default 0: no reference forward)
     loss_type: str = "dapo"  # TRL loss: grpo | dapo | dr_grpo | bnpo | ...
-    epsilon: float = 0.2  # ratio clip
+    clip_eps: float = 0.2  # ratio clip range (TRL's epsilon)
     num_iterations: int = 1  # PPO-style passes per generation batch
     scale_rewards: str = "group"  # group | batch | none (std normalisation of advantages)
-    rewards: dict[str, float] = field(default_factory=lambda: {"pass": 1.0})  # reward name -> weight
-    alpha: float = 0.0  # length penalty coefficient, used when "length" is among the rewards
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 64  # TRL's max_completion_length
     max_prompt_tokens: int = 512  # prompts longer than this keep their last tokens
-    max_grad_norm: float = 1.0
-    lora_r: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.0
-    target_modules: list[str] = field(default_factory=lambda: list(DEFAULT_TARGETS))
-    modules_to_save: list[str] = field(default_factory=list)  # also trained in full, e.g. ["norm"]: every RMSNorm
-    load_in_4bit: bool = False
     use_vllm: bool = False  # generation on vLLM (GPU; pip install -r requirements-vllm.txt)
     vllm_mode: str = "colocate"  # colocate | server (trl vllm-serve)
     vllm_server_url: str = "http://localhost:8000"  # server mode: where `trl vllm-serve --model ...` listens
     vllm_gpu_memory_utilization: float = 0.3  # colocate mode: the share of GPU memory vLLM takes beside training
-    save_every: int = 25  # a resumable checkpoint every N steps
-    seed: int = 0
-    workers: int = 2  # sandbox workers
-    timeout_s: float = 5.0  # per program
-    threads: int = 0  # torch CPU threads; 0 = torch's default
-    report_to: str = "tensorboard"  # "none" | "tensorboard" | "wandb"
-    processes: int = 1  # >1: the notebook starts `accelerate launch` with this many processes (live log)
 
     def __post_init__(self):
+        super().__post_init__()
         if self.num_generations < 2:
             raise ValueError(
                 f"GRPO needs at least 2 generations per prompt to compare within a group; you gave {self.num_generations}"
             )
-        if not self.rewards:
-            raise ValueError("rewards is empty: name at least one reward, e.g. {pass: 1.0}")
         if self.vllm_mode not in ("colocate", "server"):
             raise ValueError(f"vllm_mode must be colocate or server; you gave {self.vllm_mode!r}")
         if not 0 < self.vllm_gpu_memory_utilization < 1:
             raise ValueError(
                 f"vllm_gpu_memory_utilization must be in (0, 1) (a share of the GPU), got {self.vllm_gpu_memory_utilization}"
             )
-
-    @property
-    def run_dir(self) -> Path:
-        return run_dir(self.profile, self.stage)
 
 
 class _Timed:
@@ -102,29 +79,14 @@ class _Timed:
 
 
 def reward_functions(cfg: Config) -> tuple[list, list[float]]:
-    """The configured reward terms (TRL signature) and their weights; the sandbox pool sized from the config."""
-    from codelib import rewards as R
-    from codelib import sandbox
-
+    """The configured reward terms (TRL signature, timed) and their weights; the sandbox pool sized from the config."""
     sandbox.configure(workers=cfg.workers, timeout_s=cfg.timeout_s)
-    fns = []
-    for name in cfg.rewards:
-        kwargs = {"alpha": cfg.alpha} if name in ("length", "length_penalty") else {}
-        fns.append(_Timed(R.make_reward(name, **kwargs)))
-    return fns, reward_weights(cfg)
+    reward = make_rewards(cfg.rewards)
+    return [_Timed(fn) for _, fn in reward.parts], reward.weights
 
 
-def reward_weights(cfg: Config) -> list[float]:
-    """One weight per reward term, in the order of cfg.rewards (the order reward_functions builds them in)."""
-    return [float(w) for w in cfg.rewards.values()]
-
-
-def build_dataset(cfg: Config, tokenizer):
+def build_dataset(cfg: Config, tokenizer) -> Dataset:
     """Prompt rows carrying every Task column (the reward functions' kwargs); long prompts cut from the left."""
-    from datasets import Dataset
-
-    from codelib.tasks import load_tasks
-
     tasks = load_tasks(cfg.dataset, cfg.split)[: cfg.limit or None]
     rows = []
     for t in tasks:
@@ -140,9 +102,7 @@ def build_dataset(cfg: Config, tokenizer):
 def metrics_callback(run: Path, task_ids: dict[str, str] | None = None):
     """Rename TRL's log keys to the keys REINFORCE and PPO write, and append them to metrics.jsonl; with
     `callback.trainer` set, also the step's completions to samples.jsonl (task_ids: prompt -> task id)."""
-    from transformers import TrainerCallback
-
-    log = common.MetricsLog(run, "none")  # TRL itself reports to TensorBoard / W&B
+    log = metrics.MetricsLog(run, "none")  # TRL itself reports to TensorBoard / W&B
 
     class Callback(TrainerCallback):
         t_last = time.time()
@@ -174,7 +134,7 @@ def metrics_callback(run: Path, task_ids: dict[str, str] | None = None):
             row.update({k: v for k, v in logs.items() if k.startswith("rewards/")})
             _Timed.spent = 0.0
             log.log(row)
-            common.append_samples(run, grpo_samples(self.trainer, state.global_step, task_ids or {}))
+            metrics.append_samples(run, grpo_samples(self.trainer, state.global_step, task_ids or {}))
 
     return Callback()
 
@@ -203,42 +163,30 @@ def grpo_samples(trainer, step: int, task_ids: dict[str, str]) -> list[dict]:
 
 def grpo_args(cfg: Config, out):
     """TRL's GRPOConfig for one step = P prompts x G completions, one optimizer step per generation batch."""
-    import torch
-    from trl import GRPOConfig
-
     completions_per_step = cfg.prompts_per_step * cfg.num_generations
     return GRPOConfig(
-        output_dir=str(out),
-        max_steps=cfg.steps,
+        **trainer_args(cfg, out),
         per_device_train_batch_size=completions_per_step,
         gradient_accumulation_steps=1,
         steps_per_generation=1,
         num_generations=cfg.num_generations,
-        learning_rate=cfg.learning_rate,
         lr_scheduler_type="constant",
         warmup_steps=0,
         beta=cfg.beta,
         loss_type=cfg.loss_type,
-        epsilon=cfg.epsilon,
+        epsilon=cfg.clip_eps,
         num_iterations=cfg.num_iterations,
         scale_rewards=cfg.scale_rewards,
-        reward_weights=reward_weights(cfg),
+        reward_weights=make_rewards(cfg.rewards).weights,
         temperature=cfg.temperature,
         top_p=cfg.top_p,
         max_completion_length=cfg.max_new_tokens,
-        max_grad_norm=cfg.max_grad_norm,
         use_vllm=cfg.use_vllm,
         vllm_mode=cfg.vllm_mode,
         vllm_server_base_url=cfg.vllm_server_url if cfg.use_vllm and cfg.vllm_mode == "server" else None,
         vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
         logging_steps=1,
-        save_steps=cfg.save_every,
-        save_total_limit=2,
-        seed=cfg.seed,
-        data_seed=cfg.seed,
-        report_to=report_to(cfg.report_to),
         remove_unused_columns=False,
-        use_cpu=not torch.cuda.is_available(),
         disable_tqdm=False,
         log_completions=False,
     )
@@ -246,41 +194,28 @@ def grpo_args(cfg: Config, out):
 
 def train(cfg: Config) -> Path:
     """Run GRPO with TRL; returns the run directory (adapter, config.json, metrics.jsonl, checkpoint-N/)."""
-    from transformers.trainer_utils import get_last_checkpoint
-    from trl import GRPOTrainer
-
-    from codelib.models import load_policy
-
-    common.seed_everything(cfg.seed, cfg.threads)
+    seed_everything(cfg.seed, cfg.threads)
     out = cfg.run_dir
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / "config.json", {"stage": "grpo", **config_to_dict(cfg)})
-    model, tokenizer = load_policy(common.starting_model_dir(cfg.init), load_in_4bit=cfg.load_in_4bit, trainable=True)
+    model, tokenizer = load_policy(starting_model_dir(cfg.init), load_in_4bit=cfg.load_in_4bit, trainable=True)
     dataset = build_dataset(cfg, tokenizer)
     funcs, _ = reward_functions(cfg)
     args = grpo_args(cfg, out)
-    lora = lora_config(cfg)
     callback = metrics_callback(out, dict(zip(dataset["prompt"], dataset["task_id"], strict=True)))
-    trainer = GRPOTrainer(
-        model=model,
-        reward_funcs=funcs,
-        args=args,
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        peft_config=lora,
-        callbacks=[callback],
-    )
+    trainer = GRPOTrainer(model=model, reward_funcs=funcs, args=args, train_dataset=dataset,
+                          processing_class=tokenizer, peft_config=lora_config(cfg), callbacks=[callback])  # fmt: skip
     callback.trainer = trainer
     last = get_last_checkpoint(str(out)) if any(out.glob("checkpoint-*")) else None
     if last:
         print(f"resuming from {last}")
-        common.truncate_metrics(out / "metrics.jsonl", int(Path(last).name.split("-")[-1]))
-        common.truncate_metrics(out / "samples.jsonl", int(Path(last).name.split("-")[-1]))
+        metrics.truncate_metrics(out / "metrics.jsonl", int(Path(last).name.split("-")[-1]))
+        metrics.truncate_metrics(out / "samples.jsonl", int(Path(last).name.split("-")[-1]))
     else:
         (out / "metrics.jsonl").unlink(missing_ok=True)
         (out / "samples.jsonl").unlink(missing_ok=True)
     trainer.train(resume_from_checkpoint=last)
-    common.write_rank_checksums(trainer.model, out)
+    write_rank_checksums(trainer.model, out)
     if trainer.accelerator.is_main_process:
         save_adapter(trainer.accelerator.unwrap_model(trainer.model), tokenizer, out)
     return out

@@ -1,0 +1,99 @@
+"""Rollouts for every online trainer: generate -> judge -> reward, and the samples.jsonl rows they leave.
+
+`rollout` samples `n_per_task` completions of each task from the current policy, judges them all in one sandbox
+call, and scores them with the run's reward (`codelib.rewards.make_rewards(cfg.rewards)`): the verdicts are
+cached, so a reward term that needs them costs nothing more. REINFORCE and PPO call it once per step; GRPO
+hands the same reward's terms to TRL, which samples for itself. Batches of tasks are a function of (seed, step)
+alone, so a resumed run sees the batches an uninterrupted one would have.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+
+import torch
+
+from codelib import rewards, sandbox
+from codelib.generation import encode_prompts, generate, stops_for
+from codelib.tasks import tasks_to_rows
+
+
+@dataclass
+class Rollouts:
+    tasks: list  # [N] Task per completion (task i's samples are rows i*n .. i*n+n-1)
+    prompt_ids: list[list[int]]
+    completion_ids: list[list[int]]
+    texts: list[str]
+    passed: torch.Tensor  # [N] 1.0 / 0.0
+    test_fraction: torch.Tensor  # [N]
+    lengths: torch.Tensor  # [N] generated tokens
+    rewards: torch.Tensor  # [N] the weighted sum of the reward terms
+    terms: dict[str, list]  # reward term name -> [N] values (None where a term does not apply)
+    generate_s: float
+    sandbox_s: float
+
+
+def batch_tasks(tasks: list, batch_size: int, step: int, seed: int) -> list:
+    """The tasks of one step: a function of (seed, step) alone, so a resumed run sees the same batches."""
+    rng = random.Random(seed * 1_000_003 + step)
+    return rng.sample(tasks, min(batch_size, len(tasks)))
+
+
+def rollout(model, tokenizer, tasks: list, n_per_task: int, cfg, seed: int, reward) -> Rollouts:
+    """n_per_task completions of each task, judged and scored. cfg: temperature, top_p, max_new_tokens, workers,
+    timeout_s; reward: `rewards.make_rewards(cfg.rewards)`."""
+    t0 = time.time()
+    groups = generate(model, tokenizer, [t.prompt for t in tasks], n=n_per_task, temperature=cfg.temperature,
+                      top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, batch_size=len(tasks) * n_per_task,
+                      seed=seed, stop=stops_for(tasks[0]), progress=False)  # fmt: skip
+    t1 = time.time()
+    prompt_ids = encode_prompts(tokenizer, [t.prompt for t in tasks])
+    flat_tasks, p_ids, c_ids, texts = [], [], [], []
+    for t, p, group in zip(tasks, prompt_ids, groups, strict=True):
+        for c in group:
+            flat_tasks.append(t)
+            p_ids.append(p)
+            c_ids.append(c.ids if c.ids else [tokenizer.eos_token_id])  # an empty completion still has a token
+            texts.append(c.text)
+    sandbox.configure(workers=cfg.workers, timeout_s=cfg.timeout_s)
+    rows = tasks_to_rows(flat_tasks)
+    columns = {k: [row[k] for row in rows] for k in rows[0]}
+    # one Sandbox.map for the batch; the verdicts are cached, so the reward terms below reuse them
+    verdicts = rewards.verdicts(texts, **columns)
+    t2 = time.time()
+    total, terms = reward.score(texts, completion_ids=c_ids, **columns)
+    return Rollouts(
+        tasks=flat_tasks,
+        prompt_ids=p_ids,
+        completion_ids=c_ids,
+        texts=texts,
+        passed=torch.tensor([1.0 if v.passed else 0.0 for v in verdicts]),
+        test_fraction=torch.tensor([rewards.test_fraction_of(v) for v in verdicts]),
+        lengths=torch.tensor([float(len(c)) for c in c_ids]),
+        rewards=torch.tensor(total),  # float32, as the terms were summed
+        terms=terms,
+        generate_s=t1 - t0,
+        sandbox_s=t2 - t1,
+    )
+
+
+def term_means(ro: Rollouts) -> dict[str, float]:
+    """`rewards/<name>/mean` of every reward term over the batch (a term that does not apply counts 0)."""
+    return {f"rewards/{name}/mean": float(torch.tensor([0.0 if v is None else v for v in values]).mean())
+            for name, values in ro.terms.items()}  # fmt: skip
+
+
+def sample_rows(ro: Rollouts, step: int, advantages: torch.Tensor | None = None) -> list[dict]:
+    """One samples.jsonl row per completion: its reward (and each term), verdict, tokens and advantage."""
+    rows = []
+    for i, (task, text) in enumerate(zip(ro.tasks, ro.texts, strict=True)):
+        row = {"step": step, "task_id": task.task_id, "completion": text, "reward": round(float(ro.rewards[i]), 6),
+               "rewards": {k: None if v[i] is None else round(v[i], 6) for k, v in ro.terms.items()},
+               "passed": bool(ro.passed[i]), "test_fraction": round(float(ro.test_fraction[i]), 6),
+               "tokens": int(ro.lengths[i])}  # fmt: skip
+        if advantages is not None:
+            row["advantage"] = round(float(advantages[i]), 6)
+        rows.append(row)
+    return rows
