@@ -31,7 +31,7 @@ from codelib.fingerprint import SCORE, code_hash
 from codelib.params import atomic_write_json, atomic_write_text, main_config, reports_root, resolve, run_dir
 from codelib.reports import write_results
 from codelib.stats import bootstrap_ci, paired_difference, pass_at_k
-from codelib.tasks import NAMES, Task, load_tasks, parse_dataset
+from codelib.tasks import Task, load_tasks, parse_dataset
 
 __all__ = ["EvalConfig", "bootstrap_ci", "compare", "evaluate", "evaluate_checkpoints", "load_summary",
            "paired_difference", "pass_at_k", "score_completions", "settings_for", "settings_hash"]  # fmt: skip

@@ -20,7 +20,6 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from codelib.params import atomic_write_text, checkpoints_root, read_jsonl, reports_root
-from codelib.stats import pass_at_k
 
 CURVES = [
     ("reward_mean", "mean reward"),

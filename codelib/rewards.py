@@ -41,7 +41,8 @@ _TOKEN = re.compile(r"\w+|[^\w\s]")
 # rows: Task records from TRL's columns
 
 
-_FIELDS = ("task_id", "prompt", "tests", "entry_point", "canonical_solution", "kind", "plus_inputs", "atol")
+_FIELDS = ("task_id", "prompt", "tests", "entry_point", "canonical_solution", "kind", "plus_inputs", "atol",
+           "time_limit_s", "memory_limit_mb")  # the task's own limits (TACO, CodeContests) reach the sandbox
 
 
 def _tasks(n: int, columns: dict) -> list[Task | None]:
@@ -68,6 +69,8 @@ def _tasks(n: int, columns: dict) -> list[Task | None]:
                 kind=row["kind"] or "function",
                 plus_inputs=row["plus_inputs"] or "",
                 atol=float(row["atol"] or 0.0),
+                time_limit_s=float(row["time_limit_s"]) if row["time_limit_s"] else None,
+                memory_limit_mb=int(row["memory_limit_mb"]) if row["memory_limit_mb"] else None,
             )
         )
     return tasks
