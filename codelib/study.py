@@ -347,7 +347,7 @@ def stage_sources(stage: str) -> dict[str, str]:
 
 def run_key(run: Run, notebook: Path) -> dict:
     """What decides a run's result: its params, its notebook, the codelib source it runs, the start checkpoint."""
-    from codelib.evaluator import _fingerprint
+    from codelib.models import checkpoint_fingerprint as _fingerprint
 
     sources = stage_sources(run.stage)
     init = run.params.get("init") or run.params.get("model") or ""

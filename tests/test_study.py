@@ -105,7 +105,7 @@ GOOD = {
     "profile": "smoke",
     "seeds": [0, 1],
     "arms": {
-        "rf": {"stage": "02_reinforce", "params": {"steps": 1}, "sweep": {"alpha": [0.01, 0.03]}},
+        "rf": {"stage": "02_reinforce", "params": {"steps": 1}, "sweep": {"learning_rate": [0.01, 0.03]}},
         "ppo": {"stage": "03_ppo"},
     },  # fmt: skip
     "references": {"sft": "checkpoints/smoke/sft"},
@@ -122,16 +122,15 @@ def write_study(tmp_path: Path, data: dict, name: str = "s") -> Path:
 
 def test_study_file_expands_arms_and_seeds(tmp_path):
     s = study.load_study(write_study(tmp_path, GOOD))
-    assert list(s.arms) == ["rf-alpha=0.01", "rf-alpha=0.03", "ppo"]
+    assert list(s.arms) == ["rf-learning_rate=0.01", "rf-learning_rate=0.03", "ppo"]
     # seed-major: a killed study already has every arm at the first seed
-    assert [r.name for r in s.runs] == ["rf-alpha=0.01-seed0", "rf-alpha=0.03-seed0", "ppo-seed0",
-                                        "rf-alpha=0.01-seed1", "rf-alpha=0.03-seed1", "ppo-seed1"]  # fmt: skip
+    assert [r.name for r in s.runs] == ["rf-learning_rate=0.01-seed0", "rf-learning_rate=0.03-seed0", "ppo-seed0",
+                                        "rf-learning_rate=0.01-seed1", "rf-learning_rate=0.03-seed1", "ppo-seed1"]  # fmt: skip
     run = s.runs[1]
-    assert run.params["alpha"] == 0.03 and run.params["steps"] == 1 and run.params["seed"] == 0
-    assert run.params["stage"] == "studies/s/rf-alpha=0.03-seed0" and run.params["profile"] == "smoke"
-    assert run.params["learning_rate"] == yaml.safe_load((REPO_ROOT / "params/smoke/02_reinforce.yaml").read_text())["learning_rate"]  # fmt: skip
+    assert run.params["learning_rate"] == 0.03 and run.params["steps"] == 1 and run.params["seed"] == 0
+    assert run.params["stage"] == "studies/s/rf-learning_rate=0.03-seed0" and run.params["profile"] == "smoke"
     cfg = s.eval_config()
-    assert list(cfg.checkpoints)[:2] == ["sft", "rf-alpha=0.01-seed0"] and cfg.limit == 4
+    assert list(cfg.checkpoints)[:2] == ["sft", "rf-learning_rate=0.01-seed0"] and cfg.limit == 4
 
 
 @pytest.mark.parametrize(
@@ -141,11 +140,11 @@ def test_study_file_expands_arms_and_seeds(tmp_path):
         ({"seeds": []}, r"seeds must be a non-empty list of integers"),
         ({"profile": "nope"}, r"profile 'nope' has no params/ directory; known profiles"),
         ({"arms": {"x": {"stage": "06_eval"}}}, r"arm 'x': unknown stage '06_eval'; an arm trains one of: 01_sft"),
-        ({"arms": {"x": {"stage": "02_reinforce", "params": {"alhpa": 0.1}}}},
-         r"02_reinforce's codelib.trainers.reinforce.Config has no parameter 'alhpa' \(did you mean alpha\?\)"),
+        ({"arms": {"x": {"stage": "02_reinforce", "params": {"learnig_rate": 0.1}}}},
+         r"02_reinforce's codelib.trainers.reinforce.Config has no parameter 'learnig_rate' \(did you mean learning_rate\?\)"),
         ({"arms": {"x": {"stage": "02_reinforce", "params": {"seed": 3}}}}, r"'seed' comes from the study's `seeds`"),
         ({"arms": {"x": {"stage": "02_reinforce", "params": {"steps": "many"}}}}, r"parameter 'steps' should be int"),
-        ({"arms": {"x": {"stage": "02_reinforce", "sweep": {"alpha": 0.1}}}}, r"'alpha' needs a non-empty list"),
+        ({"arms": {"x": {"stage": "02_reinforce", "sweep": {"learning_rate": 0.1}}}}, r"'learning_rate' needs a non-empty list"),
         ({"arms": {"x": {"stage": "02_reinforce", "stages": 1}}}, r"arm 'x': unknown key 'stages'"),
         ({"eval": {"checkpoints": {}}}, r"eval sets 'checkpoints', which the study sets itself"),
         ({"eval": {"n_sample": 3}}, r"EvalConfig has no parameter 'n_sample'"),
@@ -275,7 +274,7 @@ def test_missing_start_checkpoint_is_named_before_anything_runs(tmp_path, monkey
 
 @pytest.mark.slow
 def test_smoke_study_end_to_end(tmp_path, monkeypatch, tiny_sft):
-    """2 arms (a sweep of alpha) x 2 seeds of REINFORCE through papermill, evaluated, summarised by 08_study."""
+    """2 arms (a sweep of learning_rate) x 2 seeds of REINFORCE through papermill, evaluated, summarised by 08_study."""
     monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "checkpoints"))
     monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "reports"))
     data = yaml.safe_load((REPO_ROOT / "params/smoke/studies/smoke.yaml").read_text())
@@ -295,13 +294,13 @@ def test_smoke_study_end_to_end(tmp_path, monkeypatch, tiny_sft):
     import pandas as pd
 
     arms = pd.read_csv(out / "summary.csv")
-    assert list(arms["arm"]) == ["sft", "reinforce-alpha=0.0", "reinforce-alpha=0.05"]
+    assert list(arms["arm"]) == ["sft", "reinforce-learning_rate=0.0001", "reinforce-learning_rate=0.0005"]
     assert list(arms["seeds"]) == [1, 2, 2]
     assert ((arms["ci_low"] <= arms["pass@1"]) & (arms["pass@1"] <= arms["ci_high"])).all()
     assert len(pd.read_csv(out / "per_seed.csv")) == 4
     comps = pd.read_csv(out / "comparisons.csv")
     assert [(a, b) for a, b in zip(comps["a"], comps["b"], strict=True)] == [
-        ("reinforce-alpha=0.0", "sft"), ("reinforce-alpha=0.05", "sft"), ("reinforce-alpha=0.0", "reinforce-alpha=0.05")]  # fmt: skip
+        ("reinforce-learning_rate=0.0001", "sft"), ("reinforce-learning_rate=0.0005", "sft"), ("reinforce-learning_rate=0.0001", "reinforce-learning_rate=0.0005")]  # fmt: skip
     curves = pd.read_csv(out / "pass_at_k.csv")
     assert sorted(set(curves["k"])) == [1, 2, 3, 4]
     for fig in ("pass_at_1_seeds", "pass_at_k", "comparisons"):
