@@ -41,8 +41,18 @@ _TOKEN = re.compile(r"\w+|[^\w\s]")
 # rows: Task records from TRL's columns
 
 
-_FIELDS = ("task_id", "prompt", "tests", "entry_point", "canonical_solution", "kind", "plus_inputs", "atol",
-           "time_limit_s", "memory_limit_mb")  # the task's own limits (TACO, CodeContests) reach the sandbox
+_FIELDS = (
+    "task_id",
+    "prompt",
+    "tests",
+    "entry_point",
+    "canonical_solution",
+    "kind",
+    "plus_inputs",
+    "atol",
+    "time_limit_s",
+    "memory_limit_mb",
+)  # the task's own limits (TACO, CodeContests) reach the sandbox
 
 
 def _tasks(n: int, columns: dict) -> list[Task | None]:
