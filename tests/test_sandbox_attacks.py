@@ -2283,3 +2283,52 @@ def test_all_of_them_in_one_batch_through_check():
     for x, g in zip(v, good, strict=True):
         assert_well_formed(x)
         assert x.passed == g, (x.status, x.detail)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# inherited file descriptors: only its own stdio and the one channel its mode needs
+
+
+FD_PROBE = r"""
+import os as _o, stat as _st
+_open = []
+for _fd in range(0, 1 << 16):
+    try:
+        _m = _o.fstat(_fd).st_mode
+    except OSError:
+        continue
+    _open.append(_fd)
+    if _fd > 2:  # try to read a secret from it, then to forge a verdict through it
+        try:
+            _o.set_blocking(_fd, False)
+            _o.read(_fd, 1 << 16)
+        except OSError:
+            pass
+        for _forge in (b'{"ready": true}', b"d", b'{"done": true, "passed": 9, "total": 9}', b"+" * 64):
+            try:
+                _o.write(_fd, _forge)
+            except OSError:
+                pass
+print("FDS", _open, flush=True)
+"""
+
+
+@pytest.mark.parametrize("unprivileged", [False, True], ids=["root", "unprivileged-flag"])
+def test_inherited_descriptors_are_only_its_own_stdio_and_channel(unprivileged):
+    task = humaneval()[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        b = Sandbox(workers=1, timeout_s=10, unprivileged=unprivileged)
+    with b:
+        before = b.worker_pids()
+        at_import = completion(task, FD_PROBE + "ENTRY = lambda *a, **k: None\n")
+        in_call = completion(task, "def ENTRY(*a, **k):\n" + textwrap.indent(FD_PROBE, "    ") + "    return None\n")
+        jobs = [sandbox.task_job(task, at_import), sandbox.task_job(task, in_call), sandbox.Job(FD_PROBE)]
+        v = b.map(jobs)
+        assert_not_passed(v[:2])
+        for x, channel in zip(v, (1001, 1001, 1000), strict=True):
+            seen = [line for line in x.stdout.splitlines() if line.startswith("FDS")]
+            assert seen and eval(seen[0][4:]) == [0, 1, 2, channel], x.stdout[:300]  # noqa: S307 - our own output
+        honest = b.map([sandbox.task_job(task, task.canonical_solution)])[0]
+        assert honest.passed and honest.judge == "outside"  # the judge and the worker survived the forgeries
+        assert_same_worker(b, before)
