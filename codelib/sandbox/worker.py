@@ -253,10 +253,12 @@ class Server:
             if req["kind"] == "function":
                 return self._function(req, named)
             return self._inside(req, named)
+        except BaseException:
+            self._kill_leftovers()  # a run that failed half-way: _watch did not get to it
+            raise
         finally:
             for fd in named.values():
                 _close(fd)  # before the reply: the parent reads the judge's result pipe until every writer is gone
-            self._kill_leftovers()
             if not self.chrooted:
                 _remove_tree(os.path.join(self.private, f"run{self.counter}"))
             elif self._tmp_dirty():  # every process of the run is dead: nothing holds the old tmpfs
