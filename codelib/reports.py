@@ -258,7 +258,12 @@ def make_all(cfg: PlotsConfig, show: bool = True) -> dict[str, Path]:
         "pass_at_k": plot_pass_at_k(summaries),
         "task_heatmap": plot_task_heatmap(summaries, cfg.heatmap_tasks),
     }
-    out = figures_dir(cfg.profile)
+    return save_figures(figs, figures_dir(cfg.profile), show)
+
+
+def save_figures(figs: dict, out: Path, show: bool = True) -> dict[str, Path]:
+    """Write each figure to out/<name>.png (the one place figures are written), show it, close it."""
+    out.mkdir(parents=True, exist_ok=True)
     paths = {}
     for name, fig in figs.items():
         paths[name] = out / f"{name}.png"

@@ -743,21 +743,13 @@ def make_figures(s: StudySummary, show: bool = True) -> dict[str, Path]:
 
     if not show:
         matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    out = s.study.reports / "figures"
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {}
+    from codelib.reports import save_figures
+
     figs = {"pass_at_1_seeds": plot_arms(s), "pass_at_k": plot_curves(s)}
     if len(s.comparisons):
         figs["comparisons"] = plot_comparisons(s)
-    for name, fig in figs.items():
-        paths[name] = out / f"{name}.png"
-        fig.savefig(paths[name], dpi=110)
-        if show:
-            plt.show()
-        plt.close(fig)
-    return paths
+    return save_figures(figs, s.study.reports / "figures", show)
 
 
 def main(argv: list[str] | None = None) -> int:
