@@ -5,23 +5,22 @@ process) with a scrubbed environment and one unix socket to the parent. Standard
 
 Once, at start: new mount, network, IPC and pid namespaces (as root; otherwise inside a user namespace of its own,
 where it is root over nothing but itself), an allow-list root (`isolation.build_root`, then chroot), a memory and
-pids cgroup (v2 or v1), an init process for the pid namespace, and a seccomp filter prepared for the children.
+pids cgroup (v2 or v1) that the worker joins (so every process it forks starts there), an init process for the pid
+namespace, and a seccomp filter that every child inherits.
 
-Per run: a child for the program: a new session, a fresh mount namespace whose /tmp is an empty tmpfs (its working
-directory, gone with it), limits, its own uid (root) or no capabilities (user namespace), no new privileges, the
-seccomp filter; then the harness. For a function task also a judge child (its own uid, not dumpable) that reads
-the tests from a pipe only the parent writes and reports on a pipe only the parent reads: this process never holds
-a test, an expected value or a verdict, so neither does any program forked from it. After the run, every process
-the program left is killed and reaped before the next run starts.
+Per run (`handle`): a program child (`spawn.program`: a new session, /tmp as its working directory, an empty tmpfs
+replaced after any run that leaves something in it, limits, its own uid (root) or no capabilities (user namespace),
+no new privileges; then the harness). A function task is judged by the judge server (`spawn.judge_server`: its own
+uid, not dumpable, long-lived) that reads the tests from a pipe only the parent writes and reports on a pipe only
+the parent reads: this process never holds a test, an expected value or a verdict, so neither does any program
+forked from it. `watch.run` waits for the run; every process the program left is killed and reaped before the next
+run starts.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
-import resource
-import selectors
 import signal
 import socket
 import sys
@@ -38,14 +37,12 @@ if __name__ == "__main__":  # started as a script by the pool: load this file ag
     _self.main(json.loads(sys.argv[2]))
     sys.exit(0)
 
-from hashlib import sha256  # noqa: E402 - imported once by each worker, not by every program it forks
-
-from . import harness, isolation, judge  # noqa: E402
-from .isolation import PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, prctl  # noqa: E402
+from . import harness, isolation, spawn, watch  # noqa: E402
+from .isolation import PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, prctl  # noqa: E402
+from .spawn import close as _close  # noqa: E402
 
 UID_BASE = 1_500_000_000  # program uid = base + 2 * worker pid, judge uid = that + 1: owned by no user
 ROOT = "/tmp/codelib-root"  # where the allow-list root is built, in the worker's own mount namespace
-REPORT_CAP_BYTES = 64 << 20  # an inside report (verdict + plus outputs) beyond this is an error, not a verdict
 # The stdlib modules that HumanEval, MBPP and CodeContests programs import most: imported once in the worker, free
 # for every program (each forked program pays for the worker's size, so the list stays short).
 PREIMPORT = "array bisect cmath collections copy functools heapq itertools math operator queue random re string typing"
@@ -60,7 +57,6 @@ class Server:
         self.missing: dict[str, str] = {}
         self.uid = self.judge_uid = None
         self.cgroups: list[str] = []
-        self.cgroup_fds: list[int] = []
         self.chrooted = self.fresh_tmp = self.proc = False
         self.nproc = int(config["max_procs"])
         self.counter = 0
@@ -100,13 +96,18 @@ class Server:
         else:
             self.missing["uid"] = ("not root: programs and the judge share the caller's uid (in a user namespace, "
                                    "without capabilities; the judge is not dumpable)")  # fmt: skip
-        memory = max(2 * int(self.config["memory_mb"]) + 256, int(self.config["plus_memory_mb"]) + 512) << 20
+        # the worker joins its group once and every process it forks starts there: moving each program in would
+        # cost a cgroup migration per run (milliseconds: the kernel waits for an RCU grace period). The bound counts
+        # the worker, its init and its judge too (+256 MB); a program raises its own OOM score, so it goes first.
+        memory = (max(2 * int(self.config["memory_mb"]) + 256, int(self.config["plus_memory_mb"]) + 512) + 256) << 20
         try:
             self.cgroups, why = isolation.cgroups(f"codelib-sandbox-{os.getpid()}", memory,
                                                   int(self.config["max_procs"]) + 8)  # fmt: skip
             if why:
                 self.missing["cgroup"] = f"no memory/pids cgroup ({why}): only rlimits bound a program's tree"
-            self.cgroup_fds = [os.open(os.path.join(g, "cgroup.procs"), os.O_WRONLY) for g in self.cgroups]
+            for group in self.cgroups:
+                with open(os.path.join(group, "cgroup.procs"), "w") as f:
+                    f.write("0")
         except OSError as e:
             self.missing["cgroup"] = f"no memory/pids cgroup ({e}): only rlimits bound a program's tree"
         isolation.mount(None, "/", None, isolation.MS_REC | isolation.MS_PRIVATE)
@@ -169,7 +170,7 @@ class Server:
                 os.close(w)
                 os.chroot(ROOT)
                 os.chdir("/")
-                _reap_forever()
+                spawn.reap_forever()
             finally:
                 os._exit(0)
         os.close(w)
@@ -254,7 +255,7 @@ class Server:
                 return self._function(req, named)
             return self._inside(req, named)
         except BaseException:
-            self._kill_leftovers()  # a run that failed half-way: _watch did not get to it
+            self._kill_leftovers()  # a run that failed half-way: watch.run did not get to it
             raise
         finally:
             for fd in named.values():
@@ -282,14 +283,14 @@ class Server:
         pipes = [os.pipe(), os.pipe()]
         pid = os.fork()
         if pid == 0:
-            _child(self, req, named, pipes, {harness.CALL_FD: ours.fileno()}, "serve")
+            spawn.program(self, req, named, pipes, {harness.CALL_FD: ours.fileno()}, "serve")
         ours.close()
-        watch = _watch(self, pid, self.judge, pipes, float(req["timeout_s"]), int(req["cap"]))
-        if not watch["judge_done"]:
+        seen = watch.run(self, pid, self.judge, pipes, float(req["timeout_s"]), int(req["cap"]))
+        if not seen["judge_done"]:
             self._stop_judge()  # stuck, or killed: the next run gets a fresh one
-        return dict(kind="function", duration_s=watch["duration"], stdout=watch["stdout"], stderr=watch["stderr"],
-                    timed_out=watch["timed_out"], overflow=watch["overflow"], ended=_ended(watch["status"]),
-                    judge_ended={} if watch["judge_done"] else {"signal": signal.SIGKILL})  # fmt: skip
+        return dict(kind="function", duration_s=seen["duration"], stdout=seen["stdout"], stderr=seen["stderr"],
+                    timed_out=seen["timed_out"], overflow=seen["overflow"], ended=watch.ended(seen["status"]),
+                    judge_ended={} if seen["judge_done"] else {"signal": signal.SIGKILL})  # fmt: skip
 
     def _start_judge(self) -> None:
         """Fork the judge server: a process of its own uid, not dumpable, that never runs a program. It is forked
@@ -298,7 +299,7 @@ class Server:
         pid = os.fork()
         if pid == 0:
             ours.close()
-            _judge_server(self, theirs.fileno())
+            spawn.judge_server(self, theirs.fileno())
         theirs.close()
         self.judge, self.judge_pid = ours, pid
         self.judge_inner = ours.recv(32).decode()
@@ -321,14 +322,14 @@ class Server:
         pid = os.fork()
         if pid == 0:
             extra = {harness.REPORT_FD: pipes[2][1]}
-            _child(self, dict(req, token=token), named, pipes, extra, "stdio" if stdio else "inside")
-        watch = _watch(self, pid, None, pipes, float(req["timeout_s"]), int(req["cap"]))
-        report = watch["report"]
-        cap = REPORT_CAP_BYTES if watch["report_overflow"] else int(req["cap"])
-        result = _judge_report(report, token, watch["status"], watch["timed_out"], watch["overflow"], cap,
-                               watch["stderr"], stdio)  # fmt: skip
-        reply = dict(status=result["status"], detail=result["detail"], duration_s=watch["duration"],
-                     stdout=watch["stdout"], tests_passed=result["passed"], tests_total=result["total"],
+            spawn.program(self, dict(req, token=token), named, pipes, extra, "stdio" if stdio else "inside")
+        seen = watch.run(self, pid, None, pipes, float(req["timeout_s"]), int(req["cap"]))
+        report = seen["report"]
+        cap = watch.REPORT_CAP_BYTES if seen["report_overflow"] else int(req["cap"])
+        result = watch.inside_verdict(report, token, seen["status"], seen["timed_out"], seen["overflow"], cap,
+                               seen["stderr"], stdio)  # fmt: skip
+        reply = dict(status=result["status"], detail=result["detail"], duration_s=seen["duration"],
+                     stdout=seen["stdout"], tests_passed=result["passed"], tests_total=result["total"],
                      done=result["done"])  # fmt: skip
         if result.get("outputs") is not None:
             reply["outputs"] = result["outputs"]
@@ -430,105 +431,6 @@ def _remove_tree(top: str) -> None:
         stack.pop()
 
 
-def _reap_forever() -> None:
-    """pid 1 of the namespace: reap every orphan, forever (its death would end the namespace)."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
-    while True:
-        try:
-            while os.waitpid(-1, os.WNOHANG)[0] > 0:
-                pass
-        except ChildProcessError:
-            pass
-        signal.sigwait({signal.SIGCHLD})
-
-
-def _close(fd: int) -> None:
-    try:
-        os.close(fd)
-    except OSError:
-        pass
-
-
-def _ended(wstatus: int | None) -> dict:
-    if wstatus is None:
-        return {}
-    if os.WIFSIGNALED(wstatus):
-        return {"signal": os.WTERMSIG(wstatus)}
-    return {"exit": os.WEXITSTATUS(wstatus)}
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# watching a run
-
-
-def _watch(server: Server, pid: int, judge, pipes: list, timeout: float, cap: int) -> dict:
-    """Wait for the program to exit (and the judge to say it is done), collecting output; kill the program at the
-    deadline or on an output overflow."""
-    for _, w in pipes:
-        os.close(w)
-    reads = [r for r, _ in pipes]
-    bufs = {fd: bytearray() for fd in reads}
-    start = time.monotonic()
-    deadline = start + timeout
-    status = None
-    judge_done = judge is None
-    timed_out = overflow = report_overflow = False
-    pidfd = os.pidfd_open(pid)
-    with selectors.DefaultSelector() as sel:
-        sel.register(pidfd, selectors.EVENT_READ, "pid")
-        if judge is not None:
-            sel.register(judge, selectors.EVENT_READ, "judge")
-        for fd in reads:
-            sel.register(fd, selectors.EVENT_READ, fd)
-        while status is None or not judge_done:
-            now = time.monotonic()
-            if judge is not None and judge_done and status is None:
-                deadline = min(deadline, now + 0.5)  # the judge is done: the program gets EOF and exits at once
-            left = deadline - now
-            if left <= 0:
-                timed_out = (not judge_done) if judge is not None else status is None
-                break
-            for key, _ in sel.select(left):
-                if key.data == "pid":
-                    status = os.waitpid(pid, 0)[1]
-                    sel.unregister(pidfd)
-                elif key.data == "judge":
-                    judge_done = True  # b"d" when it finished; EOF if it died (its result pipe says the rest)
-                    judge.recv(16)
-                    sel.unregister(judge)
-                else:
-                    chunk = os.read(key.data, 1 << 16)
-                    if chunk:
-                        bufs[key.data] += chunk
-                    else:
-                        sel.unregister(key.data)
-            if len(bufs[reads[0]]) + len(bufs[reads[1]]) > cap:
-                overflow = True
-                break
-            if len(reads) > 2 and len(bufs[reads[2]]) > REPORT_CAP_BYTES:
-                overflow = report_overflow = True
-                break
-    os.close(pidfd)
-    if status is None:
-        os.kill(pid, signal.SIGKILL)
-        status = os.waitpid(pid, 0)[1]
-    duration = time.monotonic() - start
-    server._kill_leftovers()  # every writer is dead now: read what is left, then EOF
-    for fd in reads:
-        os.set_blocking(fd, False)
-        try:
-            while len(bufs[fd]) <= cap + 65536 and (chunk := os.read(fd, 1 << 16)):
-                bufs[fd] += chunk
-        except BlockingIOError:
-            pass
-        os.close(fd)
-    return dict(status=status, judge_done=judge_done, timed_out=timed_out, overflow=overflow,
-                report_overflow=report_overflow, duration=duration,
-                stdout=bytes(bufs[reads[0]][:cap]).decode("utf-8", "replace"),
-                stderr=bytes(bufs[reads[1]][-4096:]).decode("utf-8", "replace"),
-                report=bytes(bufs[reads[2]]) if len(reads) > 2 else b"")  # fmt: skip
-
-
 def _descendants(pid: int) -> list[int]:
     """Process ids below `pid` (the fallback without namespaces)."""
     found, todo = [], [pid]
@@ -546,177 +448,6 @@ def _descendants(pid: int) -> list[int]:
             found += kids
             todo += kids
     return found
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# the children
-
-
-def _limits(req: dict, config: dict, memory_mb: int, nproc: int) -> None:
-    cpu = math.ceil(float(req["timeout_s"])) + 1
-    rl = resource
-    for what, value in (
-        (rl.RLIMIT_CPU, (cpu, cpu + 1)),
-        (rl.RLIMIT_AS, (int(memory_mb) << 20,) * 2),
-        (rl.RLIMIT_FSIZE, (int(config["max_file_mb"]) << 20,) * 2),
-        (rl.RLIMIT_NOFILE, (int(config["max_open_files"]),) * 2),
-        (rl.RLIMIT_CORE, (0, 0)),
-    ):
-        rl.setrlimit(what, value)
-    if nproc:
-        rl.setrlimit(rl.RLIMIT_NPROC, (nproc, nproc))
-
-
-def _confine(server: Server, uid: int | None) -> None:
-    """The last steps of every child: its uid (or no capabilities), no new privileges, the system-call filter."""
-    if uid is not None:
-        os.setgroups([])
-        os.setresgid(uid, uid, uid)
-        os.setresuid(uid, uid, uid)
-    elif server.chrooted:
-        isolation.drop_capabilities()  # in a user namespace the worker is root there: its children must not be
-    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    prctl(PR_SET_NO_NEW_PRIVS, 1)  # the seccomp filter is the worker's, inherited
-
-
-def _child(server: Server, req: dict, named: dict, pipes, extra: dict, mode: str):
-    """The forked program child: confine itself, then run the harness. Never returns."""
-    try:
-        os.setsid()
-        for fd in server.cgroup_fds:
-            os.write(fd, b"0")
-        chunks = []
-        while chunk := os.read(named["program"], 1 << 20):
-            chunks.append(chunk)
-        req["program"] = b"".join(chunks).decode("utf-8", "surrogatepass")
-        os.dup2(named["stdin"] if "stdin" in named else os.open(os.devnull, os.O_RDONLY), 0)
-        os.dup2(pipes[0][1], 1)
-        os.dup2(pipes[1][1], 2)
-        for target, source in extra.items():
-            os.dup2(source, target, inheritable=False)
-        os.closerange(3, harness.REPORT_FD)
-        os.closerange(harness.CALL_FD + 1, 1 << 16)
-        for target in (harness.REPORT_FD, harness.CALL_FD):
-            if target not in extra:
-                _close(target)
-        if server.fresh_tmp:
-            workdir = "/tmp"  # a tmpfs of its own, replaced after a run that leaves anything in it
-        else:
-            workdir = os.path.join(server.private, f"run{server.counter}")
-            os.mkdir(workdir, 0o700)
-        os.chdir(workdir)
-        _limits(req, server.config, int(req["memory_mb"]), server.nproc)
-        _confine(server, server.uid)
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM, signal.SIGCHLD, signal.SIGUSR1, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_DFL)
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an oversized write fails with EFBIG instead of killing
-        os.environ.update(HOME=workdir, TMPDIR=workdir, PWD=workdir)
-        import atexit
-
-        atexit._clear()  # callbacks the worker registered are not the program's
-        if mode == "serve":
-            harness.serve(req["program"], sha256)
-        else:
-            harness.inside(req, req.pop("token"), mode == "stdio", sha256)
-    except BaseException:
-        pass
-    os._exit(70)
-
-
-def _judge_server(server: Server, sock_fd: int):
-    """The forked judge server: its own uid, not dumpable, limited; serves runs (`judge.serve`). Never returns."""
-    try:
-        os.setsid()
-        os.dup2(sock_fd, 3)
-        os.closerange(4, 1 << 16)
-        os.chdir("/")
-        memory = max(judge.JUDGE_MEMORY_MB, int(server.config["plus_memory_mb"]))
-        resource.setrlimit(resource.RLIMIT_AS, (memory << 20,) * 2)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        _confine(server, server.judge_uid)
-        prctl(PR_SET_DUMPABLE, 0)  # after the uid change, which resets it: no ptrace, no /proc/<pid>/mem
-        judge.serve(3)
-    except BaseException:
-        pass
-    os._exit(70)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# the verdict of an inside run, from the harness's report (if it has the token) and how the process ended
-
-
-_SIGNAMES = {getattr(signal, n): n for n in dir(signal) if n.startswith("SIG") and not n.startswith("SIG_")}
-
-
-def _judge_report(report: bytes, token: bytes, wstatus: int, timed_out: bool, overflow: bool, cap: int, err: str,
-                  stdio: bool) -> dict:  # fmt: skip
-    at = report.find(token)
-    progress = report[: at if at >= 0 else len(report)]
-    passed, failed = progress.count(b"+"), progress.count(b"-")
-    static_total = 0
-    if progress.startswith(b"=") and b";" in progress:
-        head = progress[1 : progress.index(b";")]
-        static_total = int(head) if head.isdigit() and len(head) < 9 else 0
-    res = None
-    if at >= 0:
-        try:
-            res = json.loads(report[at + len(token) :].split(b"\n", 1)[0])
-        except ValueError:
-            res = None
-        if type(res) is not dict:
-            res = None
-    out = dict(status="error", detail="", passed=passed, total=max(static_total, passed + failed, 1), done=False)
-    if res is not None:
-        total = res.get("total")
-        out["total"] = total if type(total) is int and 0 < total < 1 << 30 else out["total"]
-        if not res.get("counted"):
-            out["passed"] = 1 if res.get("done") is True and not res.get("first") else 0
-        if res.get("outputs") is not None:
-            out["outputs"] = res["outputs"]
-    signum = os.WTERMSIG(wstatus) if os.WIFSIGNALED(wstatus) else 0
-    first = res.get("first") if res is not None and type(res.get("first")) is str else None
-    if timed_out:
-        out.update(status="timeout", detail="wall-time limit exceeded")
-    elif overflow:
-        out.update(status="error", detail=f"output limit exceeded ({cap} bytes)")
-    elif res is not None and res.get("done") is True:
-        out["done"] = True
-        if first:
-            out.update(status="failed", detail=first)
-        elif res.get("counted") and passed < out["total"]:  # e.g. the harness's helpers were tampered with
-            out.update(status="failed", detail=f"only {passed} of {out['total']} asserts reported passing")
-        else:
-            out.update(status="passed")
-    elif res is not None and "exit" in res:
-        code = res["exit"]
-        if stdio and code in (None, 0):
-            out.update(status="passed", done=True)
-        elif stdio:
-            out.update(detail=f"exit status {str(code)[:40]}")
-        else:
-            out.update(detail=f"exited before the tests finished: SystemExit({str(code)[:40]})")
-    elif res is not None and "exc" in res:
-        exc = str(res["exc"])[:300]
-        if first:
-            out.update(status="failed", detail=first)
-        else:
-            out.update(status="failed" if res.get("exc_type") == "AssertionError" else "error", detail=exc)
-    elif signum == signal.SIGXCPU:
-        out.update(status="timeout", detail="CPU-time limit exceeded")
-    elif signum:
-        out.update(detail=f"killed by {_SIGNAMES.get(signum, signum)}")
-    elif stdio and os.WIFEXITED(wstatus) and os.WEXITSTATUS(wstatus) in (0, harness.EXIT_NO_CHANNEL):
-        out.update(status="passed", done=True)  # a judge only asks for exit status 0 (os._exit(0) is common)
-    elif os.WIFEXITED(wstatus) and os.WEXITSTATUS(wstatus) == harness.EXIT_NO_CHANNEL:
-        out.update(detail="the program closed or broke the harness's report channel")
-    elif os.WIFEXITED(wstatus):
-        last = err.strip().splitlines()[-1][:200] if err.strip() else ""
-        tail = f" ({last})" if last else ""
-        out.update(detail=f"exited with status {os.WEXITSTATUS(wstatus)} before the harness reported{tail}")
-    if out["status"] != "passed":
-        out["passed"] = min(out["passed"], out["total"])
-    return out
 
 
 def main(config: dict) -> None:
