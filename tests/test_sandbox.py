@@ -543,6 +543,16 @@ def test_large_plus_outputs_travel_as_digests_and_still_judge():
     assert digest(wire.encode([10**5000]), sha256)[0] > 4000  # past int-to-str's digit limit: still hashed
     for a, b in ((["ab", "c"], ["a", "bc"]), ([1, 2], (1, 2)), ([[1], 2], [1, [2]]), ([None], ["N;"]), ([1.5], [1])):
         assert digest(wire.encode(a), sha256) != digest(wire.encode(b), sha256), (a, b)
+    # the shortcut (a value of lists, tuples, str, int, None is hashed from its repr) gives the slow path's digest
+    big = [("ab", i, None, [i]) for i in range(50_000)]
+    assert wire._simple(big) and not wire._simple([*big, (1.0,)]) and not wire._simple([True])
+    assert wire.output(big, 1 << 10, sha256) == wire.output([(*t[:3], [float(t[1])]) for t in big], 1 << 10, sha256)
+    assert {"h": digest(wire.encode(big), sha256)[1]} == wire.output(big, 1 << 10, sha256)
+    loop: list = []
+    loop.append(loop)
+    assert not wire._simple(loop)  # a list that holds itself: no endless walk (encode then says it is too deep)
+    with pytest.raises(wire.WireError):
+        wire.output(loop, 1 << 10, sha256)
     h = wire.decode(enc[0], extra="h")
     assert h == wire.decode(dict(enc[0]), extra="h") and h != enc[0]["h"]
 
