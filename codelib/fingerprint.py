@@ -8,6 +8,7 @@ old pass@1 numbers are not reused. The sandbox is hashed by pattern (`sandbox*.p
 
 from __future__ import annotations
 
+import ast
 import hashlib
 from pathlib import Path
 
@@ -30,3 +31,60 @@ def code_hash(patterns: tuple[str, ...] = JUDGE, root: Path = PACKAGE) -> str:
     for p in files(patterns, root):
         h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()[:16]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the codelib modules a piece of code imports, transitively (a study run's key)
+
+
+def _module_file(name: str) -> Path | None:
+    """codelib.a.b -> codelib/a/b.py or codelib/a/b/__init__.py (found by path: nothing is imported)."""
+    parts = name.split(".")
+    if parts[0] != "codelib":
+        return None
+    base = PACKAGE.joinpath(*parts[1:])
+    for p in (base.with_suffix(".py"), base / "__init__.py"):
+        if p.is_file():
+            return p
+    return None
+
+
+def _imports(source: str, package: str) -> set[str]:
+    """codelib modules a source imports (absolute and relative; `from codelib import x` counts x)."""
+    out = set()
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return out
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.split(".")[0] == "codelib")
+        elif isinstance(node, ast.ImportFrom):
+            mod = node.module or ""
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                mod = ".".join(base + ([mod] if mod else []))
+            if mod.split(".")[0] != "codelib":
+                continue
+            out.add(mod)
+            out.update(f"{mod}.{a.name}" for a in node.names if _module_file(f"{mod}.{a.name}"))
+    return out
+
+
+def module_sources(source: str) -> dict[str, str]:
+    """Every codelib module a piece of code imports, transitively: module name -> its source text."""
+    seen: dict[str, str] = {}
+    todo = sorted(_imports(source, "codelib"))
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        path = _module_file(name)
+        if path is None:
+            continue
+        text = path.read_text()
+        seen[name] = text
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        parents = [".".join(name.split(".")[:i]) for i in range(2, len(name.split(".")))]  # packages run first
+        todo.extend(m for m in sorted(_imports(text, package)) + parents if m not in seen)
+    return dict(sorted(seen.items()))

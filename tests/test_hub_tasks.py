@@ -79,15 +79,15 @@ def test_codecontests_bundled_default_is_unchanged_and_offline(monkeypatch):
 
 
 def test_codecontests_malformed_record_is_named(hub, monkeypatch):
-    from codelib import tasks as tasks_module
+    from codelib import task as tasks_module
 
     record = _records("code_contests.jsonl")[0]
     del record["private_tests"]
-    monkeypatch.setattr(tasks_module, "_hub", lambda *a, **k: [record])
+    monkeypatch.setattr(tasks_module, "hub_records", lambda *a, **k: [record])
     with pytest.raises(TaskError, match="codecontests record '1000_A. Two Numbers'.*private_tests"):
         load_tasks("codecontests", "train", source="hub")
     record = _records("code_contests.jsonl")[0] | {"public_tests": {"input": ["1 2\n"], "output": []}}
-    monkeypatch.setattr(tasks_module, "_hub", lambda *a, **k: [record])
+    monkeypatch.setattr(tasks_module, "hub_records", lambda *a, **k: [record])
     with pytest.raises(TaskError, match="'1000_A. Two Numbers'.*public_tests.*equal length"):
         load_tasks("codecontests", "train", source="hub")
 
@@ -117,16 +117,16 @@ def test_taco_stdio_and_call_based_tasks(hub):
 
 
 def test_taco_malformed_record_is_named(monkeypatch):
-    from codelib import tasks as tasks_module
+    from codelib import task as tasks_module
 
     records = _records("taco_verified.jsonl")
     records[1]["input_output"] = "{not json"
-    monkeypatch.setattr(tasks_module, "_hub", lambda *a, **k: records)
+    monkeypatch.setattr(tasks_module, "hub_records", lambda *a, **k: records)
     with pytest.raises(TaskError, match="taco record taco/1: input_output is not JSON"):
         load_tasks("taco", "train")
     records = _records("taco_verified.jsonl")
     del records[2]["question"]
-    monkeypatch.setattr(tasks_module, "_hub", lambda *a, **k: records)
+    monkeypatch.setattr(tasks_module, "hub_records", lambda *a, **k: records)
     with pytest.raises(TaskError, match="taco record taco/2: it lacks the field.*question"):
         load_tasks("taco", "train")
 
@@ -155,10 +155,10 @@ def test_livecodebench_releases_and_date_window(hub):
 
 
 def test_livecodebench_hub_path_names_the_release_files(monkeypatch):
-    from codelib import tasks as tasks_module
+    from codelib import task as tasks_module
 
     seen = []
-    monkeypatch.setattr(tasks_module, "_hub", lambda *a, **k: seen.append((a, k)) or [])
+    monkeypatch.setattr(tasks_module, "hub_records", lambda *a, **k: seen.append((a, k)) or [])
     load_tasks("livecodebench", "test", release_version="release_v3")
     files = [f"{LCB_REPO}/{f}" for f in ("test.jsonl", "test2.jsonl", "test3.jsonl")]
     assert LCB_REPO == "hf://datasets/livecodebench/code_generation_lite"
@@ -207,16 +207,16 @@ def test_livecodebench_decoding_runs_nothing_from_the_data(tmp_path):
 
 
 def test_livecodebench_malformed_record_is_named(monkeypatch):
-    from codelib import tasks as tasks_module
+    from codelib import task as tasks_module
 
     records = _records("lcb_test.jsonl")
     records[1]["metadata"] = "{func_name"
-    monkeypatch.setattr(tasks_module, "_hub", lambda *a, **k: records)
+    monkeypatch.setattr(tasks_module, "hub_records", lambda *a, **k: records)
     with pytest.raises(TaskError, match="livecodebench record 2917: public_test_cases / metadata are not JSON"):
         load_tasks("livecodebench", "test", release_version="v1")
     records = _records("lcb_test.jsonl")
     records[0]["contest_date"] = "yesterday"
-    monkeypatch.setattr(tasks_module, "_hub", lambda *a, **k: records)
+    monkeypatch.setattr(tasks_module, "hub_records", lambda *a, **k: records)
     with pytest.raises(TaskError, match="livecodebench record abc999_a: contest_date 'yesterday'"):
         load_tasks("livecodebench", "test", release_version="v1")
 

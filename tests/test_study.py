@@ -10,7 +10,7 @@ import yaml
 
 from codelib import passk, study
 from codelib.evaluator import bootstrap_ci, pass_at_k
-from codelib.params import REPO_ROOT
+from codelib.params import REPO_ROOT, checkpoints_root
 
 # ---------------------------------------------------------------------------------------------------------------
 # statistics on hand-made data
@@ -191,7 +191,7 @@ class Killed(BaseException):
 def recorder(calls: list, kill_at: int | None = None):
     def execute(stage, params, notebook, out_nb):
         calls.append(params["stage"].rsplit("/", 1)[-1])
-        run = study.checkpoints_root() / params["profile"] / params["stage"]
+        run = checkpoints_root() / params["profile"] / params["stage"]
         run.mkdir(parents=True, exist_ok=True)
         (run / "progress").write_text(str(len(calls)))
         if kill_at is not None and len(calls) == kill_at:

@@ -1,0 +1,117 @@
+"""The record every benchmark becomes (`Task`), the rules that hold for any task, and the readers of its sources.
+
+`codelib.tasks` builds Tasks from the bundled benchmarks and `codelib.hub_tasks` from hub-only ones; both, and
+`codelib.synthetic`, import this module, which imports none of them.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+STDIO_INSTRUCTION = "\n\nWrite a Python 3 program that reads the input from standard input and prints the answer.\n"
+
+
+@dataclass(frozen=True)
+class Task:
+    """One problem: the prompt to continue, the tests that judge it, and a solution that passes them."""
+
+    task_id: str
+    prompt: str  # function tasks: a code prefix the completion continues; stdio: the statement
+    tests: str  # function: code defining check(candidate) or bare asserts; stdio: JSON [{"input", "output"}]
+    entry_point: str  # the function under test ("" for stdio)
+    canonical_solution: str  # a continuation of `prompt` that passes `tests`
+    kind: str = "function"  # "function" | "stdio"
+    plus_inputs: str = ""  # JSON list of argument lists (HumanEval+/MBPP+ extra inputs), "" if none
+    atol: float = 0.0  # float tolerance when comparing outputs on plus_inputs
+    time_limit_s: float | None = None  # the problem's own time limit (TACO, CodeContests); see limits_for
+    memory_limit_mb: int | None = None  # the problem's own memory limit (TACO, CodeContests); see limits_for
+    public_tests: str = ""  # tests shown with the problem, same format as `tests` (feedback); "" if none
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class TaskError(ValueError):
+    """A dataset record that cannot become a Task; the message names the record and what is missing."""
+
+
+# A task with its own limits gets the sandbox's limits scaled by them; the sandbox's limits are what a task with a
+# 1-second, 256 MB limit (and any task without limits) gets.
+REFERENCE_TIME_LIMIT_S = 1.0
+REFERENCE_MEMORY_LIMIT_MB = 256
+MAX_LIMIT_FACTOR = 10.0  # a 30 s problem does not hold a worker for 30x the default per test case
+
+
+def limits_for(task: Task, timeout_s: float, memory_mb: int) -> tuple[float, int]:
+    """The sandbox limits (wall seconds per program or stdio case, address-space MB) for one task.
+
+    `timeout_s` and `memory_mb` are the sandbox's (the evaluator's / trainer's `timeout_s`): they are what a task
+    without limits of its own gets, and what a task whose own limits are 1 s and 256 MB gets. A task with its own
+    limits (TACO, CodeContests) scales them up by its own over that reference, never down, and by at most
+    MAX_LIMIT_FACTOR: `timeout_s * clip(time_limit_s / 1 s, 1, 10)` and
+    `memory_mb * clip(memory_limit_mb / 256 MB, 1, 10)`. Never down, because contest limits are set for C++ and
+    measure resident memory, while a Python program is slower and the sandbox caps address space.
+
+    >>> limits_for(Task("t", "p", "[1]", "", "", "stdio", time_limit_s=2.0, memory_limit_mb=512), 5.0, 1024)
+    (10.0, 2048)
+    """
+
+    def factor(own, reference):
+        if own is None or not own > 0:
+            return 1.0
+        return min(max(float(own) / reference, 1.0), MAX_LIMIT_FACTOR)
+
+    time_factor = factor(getattr(task, "time_limit_s", None), REFERENCE_TIME_LIMIT_S)
+    memory_factor = factor(getattr(task, "memory_limit_mb", None), REFERENCE_MEMORY_LIMIT_MB)
+    return float(timeout_s) * time_factor, int(math.ceil(int(memory_mb) * memory_factor))
+
+
+def program_for(task: Task, completion: str) -> str:
+    """The program the sandbox runs to check `completion` on a function task (stdio: the completion)."""
+    if task.kind == "stdio":
+        return completion
+    program = task.prompt + completion + "\n\n" + task.tests
+    if "def check(" in task.tests:
+        program += f"\n\ncheck({task.entry_point})\n"
+    return program
+
+
+def make_task(dataset: str, **fields) -> Task:
+    """Build a Task, rejecting records without tests or without an entry point."""
+    task_id = fields.get("task_id", "?")
+    kind = fields.get("kind", "function")
+    if kind not in ("function", "stdio"):
+        raise TaskError(f"{dataset} record {task_id}: kind must be 'function' or 'stdio', not {kind!r}")
+    if not str(fields.get("tests", "")).strip() or fields.get("tests") == "[]":
+        raise TaskError(f"{dataset} record {task_id}: it has no tests; every task needs tests to be judged")
+    if kind == "function" and not fields.get("entry_point"):
+        raise TaskError(f"{dataset} record {task_id}: it has no entry_point (the function the tests call)")
+    if not fields.get("prompt"):
+        raise TaskError(f"{dataset} record {task_id}: it has an empty prompt")
+    return Task(**fields)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# readers: bundled files or the hub
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def read_ids(path: Path) -> list[str]:
+    return path.read_text().split()
+
+
+def hub_records(name: str, *args, split: str, **kwargs) -> list[dict]:
+    """The records of a hub dataset's split (`datasets.load_dataset`); tests replace this to answer offline."""
+    import datasets  # imported lazily: only the hub path needs it
+
+    return list(datasets.load_dataset(name, *args, split=split, **kwargs))
