@@ -300,3 +300,57 @@ def drop_capabilities() -> None:
     """capset(2) with empty sets: no capability left, in any namespace."""
     header, data = _CapHeader(0x20080522, 0), (_CapData * 2)()  # _LINUX_CAPABILITY_VERSION_3: two 32-bit words
     call("capset", ctypes.byref(header), data)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the fallback without namespaces: a program's directory and processes, found and removed by walking them
+
+
+def remove_tree(top: str) -> None:
+    """Remove a program's directory however deep it nested it or whatever modes it set (no recursion: an explicit
+    stack, so a 100,000-level nest goes too)."""
+    stack, stuck = [top], set()
+    while stack:
+        path = stack[-1]
+        try:
+            os.chmod(path, 0o700, follow_symlinks=False)
+            entries = list(os.scandir(path))
+        except FileNotFoundError:
+            stack.pop()
+            continue
+        except OSError:
+            entries = []
+        dirs = [e.path for e in entries if e.is_dir(follow_symlinks=False) and e.path not in stuck]
+        for e in entries:
+            if not e.is_dir(follow_symlinks=False):
+                try:
+                    os.unlink(e.path)
+                except OSError:
+                    pass
+        if dirs:
+            stack += dirs
+            continue
+        try:
+            os.rmdir(path)
+        except OSError:
+            stuck.add(path)
+        stack.pop()
+
+
+def descendants(pid: int) -> list[int]:
+    """Process ids below `pid` (the fallback without namespaces)."""
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            tids = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                kids = [int(c) for c in open(f"/proc/{p}/task/{tid}/children").read().split()]
+            except OSError:
+                continue
+            found += kids
+            todo += kids
+    return found

@@ -261,7 +261,7 @@ class Server:
             for fd in named.values():
                 _close(fd)  # before the reply: the parent reads the judge's result pipe until every writer is gone
             if not self.chrooted:
-                _remove_tree(os.path.join(self.private, f"run{self.counter}"))
+                isolation.remove_tree(os.path.join(self.private, f"run{self.counter}"))
             elif self._tmp_dirty():  # every process of the run is dead: nothing holds the old tmpfs
                 isolation.call("umount2", b"/tmp", 2)  # MNT_DETACH
                 self._fresh_tmp()
@@ -358,7 +358,7 @@ class Server:
             return any(p.isdigit() and p not in keep for p in os.listdir("/proc"))
         if self.chrooted:
             return True  # nothing to look at: one sweep (it is cheap) each run
-        return bool(_descendants(os.getpid()))
+        return bool(isolation.descendants(os.getpid()))
 
     def _kill_all(self) -> None:
         if self.chrooted and (self.uid is not None or not self.proc):
@@ -393,61 +393,11 @@ class Server:
                     os._exit(0)
             os.waitpid(pid, 0)
             return
-        for pid in _descendants(os.getpid()):
+        for pid in isolation.descendants(os.getpid()):
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-
-
-def _remove_tree(top: str) -> None:
-    """Remove a program's directory however deep it nested it or whatever modes it set (no recursion: an explicit
-    stack, so a 100,000-level nest goes too)."""
-    stack, stuck = [top], set()
-    while stack:
-        path = stack[-1]
-        try:
-            os.chmod(path, 0o700, follow_symlinks=False)
-            entries = list(os.scandir(path))
-        except FileNotFoundError:
-            stack.pop()
-            continue
-        except OSError:
-            entries = []
-        dirs = [e.path for e in entries if e.is_dir(follow_symlinks=False) and e.path not in stuck]
-        for e in entries:
-            if not e.is_dir(follow_symlinks=False):
-                try:
-                    os.unlink(e.path)
-                except OSError:
-                    pass
-        if dirs:
-            stack += dirs
-            continue
-        try:
-            os.rmdir(path)
-        except OSError:
-            stuck.add(path)
-        stack.pop()
-
-
-def _descendants(pid: int) -> list[int]:
-    """Process ids below `pid` (the fallback without namespaces)."""
-    found, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            tids = os.listdir(f"/proc/{p}/task")
-        except OSError:
-            continue
-        for tid in tids:
-            try:
-                kids = [int(c) for c in open(f"/proc/{p}/task/{tid}/children").read().split()]
-            except OSError:
-                continue
-            found += kids
-            todo += kids
-    return found
 
 
 def main(config: dict) -> None:
