@@ -18,7 +18,6 @@ import json
 import math
 import re
 import struct
-import sys
 
 FRAME = struct.Struct(">Q")  # every message: an 8-byte big-endian length, then that many bytes of JSON
 MAX_DEPTH = 100
@@ -195,13 +194,27 @@ def digest(enc, sha256, over: int = 0) -> tuple[int, str] | None:
     when it is shorter or the tree holds a set, dict, bytes or complex (compared otherwise).
 
     The canonical text is `repr` of the value with every bool and integral float written as the int `==` sees
-    (`[1, 2] == [1.0, 2.0]`, so their digests are equal too); `repr` of lists, tuples, strings, ints, None and
-    floats is unambiguous, so unequal values never share a text. `output` takes a shortcut to the same text."""
+    (`[1, 2] == [1.0, 2.0]`, so their digests are equal too) and ints beyond 64 bits in hex; `repr` of lists,
+    tuples, strings, ints, None and floats is unambiguous, so unequal values never share a text. `output` takes a
+    shortcut to the same text."""
     try:
         value = _canonical(enc, 0)
     except _NotPlain:
         return None
     return _hash(value, sha256, over)
+
+
+class _Hex(int):
+    """An int beyond 64 bits in a canonical text: written in hex, as `encode` writes it (decimal is quadratic)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return hex(self)
+
+
+def _int(n: int) -> int:
+    return n if -_INT64 <= n < _INT64 else _Hex(n)
 
 
 def _canonical(x, depth: int):
@@ -215,21 +228,16 @@ def _canonical(x, depth: int):
         ((tag, v),) = x.items()
         if tag == "t":
             return tuple(_canonical(i, depth + 1) for i in v)
-        return int(v, 16) if tag == "i" else float(v)
+        return _int(int(v, 16)) if tag == "i" else float(v)
     if isinstance(x, bool):
         return int(x)
     if isinstance(x, float) and x.is_integer():
-        return int(x)
-    return x  # None, str, int, a non-integral float
+        return _int(int(x))
+    return x  # None, str, an int within 64 bits, a non-integral float
 
 
 def _hash(value, sha256, over: int) -> tuple[int, str] | None:
-    limit = sys.get_int_max_str_digits()
-    sys.set_int_max_str_digits(0)  # an int past 4300 digits is still written out (and hashed)
-    try:
-        text = repr(value).encode("utf-8", "surrogatepass")
-    finally:
-        sys.set_int_max_str_digits(limit)
+    text = repr(value).encode("utf-8", "surrogatepass")
     return (len(text), sha256(text).hexdigest()) if len(text) > over else None
 
 
@@ -237,19 +245,20 @@ _SIMPLE = frozenset((list, tuple, str, int, type(None)))
 
 
 def _simple(value) -> bool:
-    """Whether a value is made of lists, tuples, strings, ints (not bools) and None only, i.e. is its own canonical
-    form. Checked one nesting level at a time with C-speed passes (a 2M-tuple output in a fraction of a second)."""
-    if type(value) not in _SIMPLE:
-        return False
-    level = [value]
-    for _ in range(MAX_DEPTH):
-        containers = [x for x in level if type(x) is list or type(x) is tuple]
-        types = set(map(type, itertools.chain.from_iterable(containers)))  # the next level's types, not yet held
+    """Whether a value is its own canonical form: lists, tuples, strings, None and ints within 64 bits (not bools).
+    Checked one nesting level at a time with C-speed passes (a 2M-tuple output in a fraction of a second)."""
+    containers = [[value]]
+    for _ in range(MAX_DEPTH + 1):
+        types = set(map(type, itertools.chain.from_iterable(containers)))  # this level's types
         if not types <= _SIMPLE:
             return False
+        if int in types:
+            ints = [x for x in itertools.chain.from_iterable(containers) if type(x) is int]
+            if min(ints) < -_INT64 or max(ints) >= _INT64:
+                return False
         if not types & {list, tuple}:
             return True
-        level = list(itertools.chain.from_iterable(containers))
+        containers = [x for x in itertools.chain.from_iterable(containers) if type(x) is list or type(x) is tuple]
     return False
 
 
