@@ -49,7 +49,9 @@ class Config(SamplingConfig):
     sft_steps: int = 300  # train_sft's optimizer steps
     repair_examples: int = 2500  # repair examples mixed into the SFT data (synthetic tasks only)
     repair_empty_share: float = 0.2  # share of them shown an empty feedback message
-    eval_checkpoints: dict[str, str] = field(default_factory=lambda: {"repair": "checkpoints/tiny/repair"})  # name -> dir
+    eval_checkpoints: dict[str, str] = field(
+        default_factory=lambda: {"repair": "checkpoints/tiny/repair"}
+    )  # name -> dir
     eval_split: str = "test"  # held-out split of `dataset` for the comparison
     eval_limit: int = 0  # first N held-out tasks; 0 for all
     eval_samples: int = 4  # episodes per task and arm (feedback, empty feedback)
@@ -61,7 +63,9 @@ class Config(SamplingConfig):
     def __post_init__(self):
         super().__post_init__()
         if self.samples_per_task < 2:
-            raise ValueError(f"RLOO needs at least 2 episodes per task; you gave samples_per_task={self.samples_per_task}")
+            raise ValueError(
+                f"RLOO needs at least 2 episodes per task; you gave samples_per_task={self.samples_per_task}"
+            )
         if self.turns < 1 or self.batch_size <= 0:
             raise ValueError("turns and batch_size must be positive")
         if self.feedback not in repair.MODES:
@@ -107,8 +111,9 @@ def to_rollouts(episodes: list, rewards: torch.Tensor, terms: dict, timing: dict
         completion_ids=[t.ids for t in finals],
         texts=[t.completion for t in finals],
         passed=torch.tensor([1.0 if e.passed else 0.0 for e in episodes]),
-        test_fraction=torch.tensor([t.full.tests_passed / t.full.tests_total if t.full.tests_total else 0.0
-                                    for t in finals]),  # fmt: skip
+        test_fraction=torch.tensor(
+            [t.full.tests_passed / t.full.tests_total if t.full.tests_total else 0.0 for t in finals]
+        ),  # fmt: skip
         lengths=torch.tensor([float(sum(len(t.ids) for t in e.turns)) for e in episodes]),
         rewards=rewards,
         terms=terms,
@@ -164,7 +169,12 @@ def train(cfg: Config) -> Path:
         loss = episode_loss(row_logp, owner_t, advantages.to(run.acc.device), len(episodes))
         grad_norm = run.update(loss, step)
         kl = kl_to_start(logp.detach(), reference_logprobs(run.policy, batch), batch.completion_mask)
-        row = {"loss": float(loss.detach()), "kl": kl, "grad_norm": float(grad_norm), **turn_stats(episodes, cfg.turns)}
+        row = {
+            "loss": float(loss.detach()),
+            "kl": kl,
+            "grad_norm": float(grad_norm),
+            **turn_stats(episodes, cfg.turns),
+        }
         if run.acc.is_main_process:  # every turn of every episode (this rank's; the explorer reads them)
             with open(episodes_path, "a", encoding="utf-8") as f:
                 f.writelines(json.dumps(e.to_row(step=step, reward=round(float(rewards[i]), 6),
@@ -179,10 +189,10 @@ def train(cfg: Config) -> Path:
 
 
 def sft_config(cfg: Config):
-    """The SFT stage's Config from `sft_params`, with this stage's run directory and step count."""
+    """The SFT stage's Config from `sft_params`, with this stage's run directory, step count and threads."""
     from codelib.trainers import sft
 
-    return load_config(sft.Config, cfg.sft_params, stage=cfg.sft_stage, steps=cfg.sft_steps)
+    return load_config(sft.Config, cfg.sft_params, stage=cfg.sft_stage, steps=cfg.sft_steps, threads=cfg.threads)
 
 
 def train_sft(cfg: Config) -> Path | None:
@@ -246,7 +256,10 @@ def write_report(cfg: Config, summaries: dict[str, dict]) -> Path:
     (rep / "summary.md").write_text(head + repair.summary_markdown(summaries))
     rows = [{"checkpoint": name, **c} for name, s in summaries.items() for c in s["comparisons"]]
     pd.DataFrame(rows).to_csv(rep / "comparisons.csv", index=False)
-    figs = {"success_by_turn": repair.plot_success_by_turn(summaries), "differences": repair.plot_differences(summaries)}
+    figs = {
+        "success_by_turn": repair.plot_success_by_turn(summaries),
+        "differences": repair.plot_differences(summaries),
+    }
     save_figures(figs, rep / "figures", show=False)
     return rep
 
