@@ -191,3 +191,16 @@ def test_two_step_multi_turn_run_changes_the_adapter_and_resumes(tiny_sft):
     assert read_jsonl(full / "episodes.jsonl") == read_jsonl(resumed / "episodes.jsonl")  # nothing repeated or lost
     for key in ("loss", "reward_mean", "pass_rate", "turns_mean"):
         assert math.isclose(a[2][key], b[2][key], rel_tol=1e-4, abs_tol=1e-6), key
+
+
+def test_explorer_shows_every_turn():
+    from codelib import explore
+
+    task = TEST[2]
+    e = repair.Episode(task, repair.split_tests(task), "tests")
+    e.turns.append(repair.Turn(task.prompt, "    return 0\n", [1], _verdict(False), _verdict(False), "boom, got 0"))
+    e.turns.append(repair.Turn("ctx", task.canonical_solution, [2], _verdict(True), _verdict(True), ""))
+    row = e.to_row(step=1)
+    text = explore.render_episode(row)
+    assert "turn 1" in text and "turn 2" in text and "boom, got 0" in text and task.canonical_solution.strip() in text
+    assert "boom, got 0" in explore.render_episode_html(row) and row["passed"] and row["turns_used"] == 2
