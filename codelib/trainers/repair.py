@@ -30,6 +30,8 @@ from codelib.params import load_config, main_config, reports_root, resolve, run_
 from codelib.tasks import load_tasks, tasks_to_rows
 from codelib.trainers.common import OnlineRun, SamplingConfig
 
+EVALUATED = {"repair": "checkpoints/tiny/repair"}  # eval_checkpoints' default
+
 
 @dataclass
 class Config(SamplingConfig):
@@ -49,9 +51,7 @@ class Config(SamplingConfig):
     sft_steps: int = 300  # train_sft's optimizer steps
     repair_examples: int = 2500  # repair examples mixed into the SFT data (synthetic tasks only)
     repair_empty_share: float = 0.2  # share of them shown an empty feedback message
-    eval_checkpoints: dict[str, str] = field(
-        default_factory=lambda: {"repair": "checkpoints/tiny/repair"}
-    )  # name -> dir
+    eval_checkpoints: dict[str, str] = field(default_factory=lambda: dict(EVALUATED))  # name -> checkpoint dir
     eval_split: str = "test"  # held-out split of `dataset` for the comparison
     eval_limit: int = 0  # first N held-out tasks; 0 for all
     eval_samples: int = 4  # episodes per task and arm (feedback, empty feedback)
