@@ -203,6 +203,9 @@ def train_sft(cfg: Config) -> Path | None:
     from codelib.trainers import sft
 
     scfg = sft_config(cfg)
+    done = scfg.run_dir / "train_summary.json"
+    if done.exists() and json.loads(done.read_text()).get("steps", 0) >= scfg.steps:
+        return scfg.run_dir  # finished: resuming a finished TRL run would train one step more
     train_tasks = load_tasks(scfg.dataset, scfg.split)[: scfg.limit or None]
     mixed = repair.sft_tasks(train_tasks, cfg.repair_examples, seed=scfg.seed, public_rule=cfg.public_rule,
                              split_seed=cfg.split_seed, empty_share=cfg.repair_empty_share,
