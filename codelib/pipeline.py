@@ -1,5 +1,8 @@
 """Run a profile's notebooks in order with papermill: `python -m codelib.pipeline --profile tiny`.
 
+Opt-in stages (`OPT_IN`: the multi-turn repair stage) run only when named: `python -m codelib.pipeline --only
+09_repair`.
+
 Each stage is `notebooks/NN_name.ipynb` run with `params/<profile>/NN_name.yaml`; the executed copy lands in
 `reports/<profile>/`. All params files are checked against their Config before anything runs (unknown, missing
 or mistyped key -> error naming the key and the file). A stage whose params (with their `extends:` bases), notebook and upstream stages are
@@ -46,7 +49,9 @@ STAGES = {
     "07_plots": "codelib.reports.PlotsConfig",
     "08_study": "codelib.study.StudyReportConfig",  # run by `python -m codelib.study`, not by a profile
     "explore": "codelib.explore.ExploreConfig",
+    "09_repair": "codelib.trainers.repair.Config",  # opt-in: runs only when named (--only 09_repair)
 }
+OPT_IN = ("09_repair",)  # stages a profile runs only when --only names them: they would lengthen `make demo`
 
 
 class StageFailed(RuntimeError):
@@ -81,6 +86,8 @@ def select(stages: list[str], only: list[str] | None, start: str | None) -> list
     if only:
         wanted = {match(k) for k in only}
         stages = [s for s in stages if s in wanted]
+    else:
+        stages = [s for s in stages if s not in OPT_IN]
     return stages
 
 

@@ -257,6 +257,31 @@ register(
     ],
 )
 
+register(
+    "09_repair",
+    "09 · Multi-turn repair with execution feedback",
+    "attempt → feedback from the public tests → attempt, up to `turns`. Each task's tests are split (seeded, "
+    "recorded) into public ones, whose first failure the model is shown with the value the function returned, and "
+    "hidden ones; every verdict that scores runs all tests. Three steps: SFT with repair examples mixed in (a "
+    "mutated solution, its feedback, the fix) so the policy knows the format; RLOO over multi-turn episodes, the "
+    "loss on the policy's own tokens only; then success after t turns with feedback, with an empty feedback message, "
+    "and pass@t of independent samples (same budget), paired over tasks. Opt-in: `python -m codelib.pipeline --only "
+    "09_repair`. In: `sft_params`' base model, the training split. Out: checkpoints/<profile>/{repair_sft, repair, "
+    "repair_eval}/ and reports/<profile>/repair/ (summary.md, comparisons.csv, figures/).",
+    "codelib.trainers.repair.Config",
+    "09_repair.yaml",
+    [
+        "from IPython.display import Image, Markdown, display\nfrom codelib import explore, launch, reports\nfrom codelib.trainers import repair\n\n# SFT with repair examples mixed in (None when sft_stage is \"\")\nsft_run = repair.train_sft(cfg)\nsft_run",
+        "## Multi-turn RL (RLOO on the last attempt's reward)",
+        '# processes > 1 starts `accelerate launch` with a live log instead of training in this kernel\nrun = launch.train("codelib.trainers.repair", cfg, processes=cfg.processes)\nfig = reports.plot_run(run, keys=["reward_mean", "turn1_pass_rate", "retry_share", "repaired_share", "turns_mean", "kl", "loss"])',
+        "## Feedback vs empty feedback vs independent samples",
+        "summaries = repair.evaluate(cfg)\nreport = reports.reports_root() / cfg.profile / \"repair\"\ndisplay(Markdown((report / \"summary.md\").read_text()))",
+        "display(Image(report / \"figures\" / \"success_by_turn.png\"), Image(report / \"figures\" / \"differences.png\"))",
+        "## Every turn of an episode",
+        "explore.episode_explorer(repair.eval_dir(cfg, list(cfg.eval_checkpoints)[-1]) / \"episodes.jsonl\")",
+    ],
+)
+
 
 def trainer_notebook(stage: str, config: str) -> tuple:
     """The notebook of a trainer stage nobody registered above: its module docstring's first paragraph, the

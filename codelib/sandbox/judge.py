@@ -14,6 +14,7 @@ import ast
 import builtins
 import json
 import os
+import reprlib
 
 from . import wire
 
@@ -154,12 +155,14 @@ class Proxy:
 # tests with every assert counted (used by the judge, and by the harness for tasks judged inside)
 
 
-def compile_tests(head: str, tests: str, filename: str = "<program>") -> tuple[list, int]:
+def compile_tests(head: str, tests: str, filename: str = "<program>", got: bool = False) -> tuple[list, int]:
     """Code objects for `head` (run as is) and `tests`, and the number of counted asserts in `tests`.
 
     Each top-level statement of `tests` holding an assert, and each such statement at the top of a `check`
     function, is wrapped so that a failing one is counted (`__codelib_fail__`) and the next still runs. `head` and
     `tests` compile separately, so a solution cannot swallow the tests (an unclosed string is a syntax error).
+    got=True (the judge): in `assert <call> == <expected>` the call's value passes through `__codelib_got__`, so a
+    failing assert can say what the function returned (the feedback of multi-turn repair, `codelib.repair`).
     """
     codes = [compile(head, filename, "exec")] if head else []
     tree = ast.parse(tests, filename)
@@ -179,9 +182,17 @@ def compile_tests(head: str, tests: str, filename: str = "<program>") -> tuple[l
     def call(stmt, name, *args):
         return at(ast.Expr(at(ast.Call(at(ast.Name(name, ast.Load()), stmt), list(args), []), stmt)), stmt)
 
+    def record(stmt):
+        test = stmt.test if isinstance(stmt, ast.Assert) else None
+        if got and isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
+            if isinstance(test.left, ast.Call):
+                test.left = at(ast.Call(at(ast.Name("__codelib_got__", ast.Load()), stmt), [test.left], []), stmt)
+        return stmt
+
     def guard(stmt):
         nonlocal total
         total += 1
+        stmt = record(stmt)
         where = at(ast.Constant(f"line {stmt.lineno}: " + lines[stmt.lineno - 1].strip()[:120]), stmt)
         handler = at(
             ast.ExceptHandler(
@@ -227,6 +238,20 @@ def _sanitize(text, limit: int = 300) -> str:
     return "".join(c if c.isprintable() else " " for c in text[:limit])
 
 
+_UNSET = object()  # no `assert <call> == ...` value recorded (None is a value a function returns)
+
+
+def _short_repr(value, limit: int = 80) -> str:
+    """repr of a returned value, bounded before it is built (a huge list costs nothing)."""
+    r = reprlib.Repr()
+    r.maxlevel, r.maxlist, r.maxtuple, r.maxset, r.maxdict = 3, 8, 8, 8, 6
+    r.maxstring = r.maxother = r.maxlong = limit
+    try:
+        return r.repr(value)[:limit]
+    except Exception:
+        return "?"
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # the judge process
 
@@ -248,22 +273,30 @@ def _compiled_tests(tests: str) -> tuple[list, int]:
     if key not in _CODE:
         if len(_CODE) > 1024:
             _CODE.clear()
-        _CODE[key] = compile_tests("", tests, "<tests>")
+        _CODE[key] = compile_tests("", tests, "<tests>", got=True)
     return _CODE[key]
 
 
 def run(spec: dict, channel: Channel) -> dict:
     """Run the tests of `spec` against the program behind `channel`; the result the parent turns into a verdict."""
     result: dict = {"done": False, "passed": 0, "total": 0, "first": None}
-    state = {"passed": 0, "first": None}
+    state = {"passed": 0, "first": None, "got": _UNSET}
+
+    def got(value):
+        state["got"] = value  # the value an `assert <call> == ...` compares (plain data: it crossed the wire)
+        return value
 
     def ok():
         state["passed"] += 1
+        state["got"] = _UNSET
 
     def fail(exc: BaseException, where: str):
         if state["first"] is None:
             text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            if isinstance(exc, AssertionError) and state["got"] is not _UNSET:
+                text += f" (got {_short_repr(state['got'])})"
             state["first"] = _sanitize(f"{where}: {text}")
+        state["got"] = _UNSET
 
     try:
         codes, result["total"] = _compiled_tests(spec["tests"])  # known whatever the program does
@@ -279,7 +312,7 @@ def run(spec: dict, channel: Channel) -> dict:
             namespace[module] = __import__(module)
         for name in spec["names"]:
             namespace[name] = Proxy(channel, name)
-        namespace.update(__codelib_ok__=ok, __codelib_fail__=fail, __codelib_E__=Exception)
+        namespace.update(__codelib_ok__=ok, __codelib_fail__=fail, __codelib_E__=Exception, __codelib_got__=got)
         for code in codes:
             exec(code, namespace)
         if spec.get("plus_inputs"):

@@ -50,18 +50,21 @@ class Config(StageConfig):
             raise ValueError("batch_size and grad_accum must be positive")
 
 
-def build_dataset(cfg: Config):
-    """Prompt/completion rows of the training split (a `datasets.Dataset`)."""
-    tasks = load_tasks(cfg.dataset, cfg.split)
-    if cfg.limit:
-        tasks = tasks[: cfg.limit]
+def build_dataset(cfg: Config, tasks: list | None = None):
+    """Prompt/completion rows of the training split (a `datasets.Dataset`); `tasks` replaces the split (the repair
+    stage mixes repair examples in)."""
+    if tasks is None:
+        tasks = load_tasks(cfg.dataset, cfg.split)
+        if cfg.limit:
+            tasks = tasks[: cfg.limit]
     if not tasks:
         raise ValueError(f"dataset {cfg.dataset!r} split {cfg.split!r} has no tasks")
     return Dataset.from_list([{"prompt": t.prompt, "completion": t.canonical_solution} for t in tasks])
 
 
-def train(cfg: Config) -> Path:
-    """Fine-tune `cfg.init` with LoRA on prompt -> canonical solution; return the run directory."""
+def train(cfg: Config, tasks: list | None = None) -> Path:
+    """Fine-tune `cfg.init` with LoRA on prompt -> canonical solution; return the run directory. tasks: train on
+    these instead of the configured split (the repair stage's SFT with repair examples)."""
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     out = cfg.run_dir
@@ -69,7 +72,7 @@ def train(cfg: Config) -> Path:
     atomic_write_json(out / "config.json", {"stage": "sft", **config_to_dict(cfg)})
     model, tokenizer = load_policy(cfg.init, load_in_4bit=cfg.load_in_4bit)
     tokenizer.padding_side = "right"  # training pads on the right; generation switches to left
-    dataset = build_dataset(cfg)
+    dataset = build_dataset(cfg, tasks)
     args = SFTConfig(
         **trainer_args(cfg),
         per_device_train_batch_size=cfg.batch_size,

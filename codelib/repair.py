@@ -1,0 +1,541 @@
+"""Multi-turn repair with execution feedback: public and hidden tests, feedback text, episodes, their evaluation.
+
+A task's tests are split, seeded and recorded, into **public** ones (their failures may be shown to the model) and
+**hidden** ones; the verdict that scores an attempt always runs all of them. An *episode* is attempt -> feedback ->
+attempt, up to `turns` attempts: each attempt is judged twice in one sandbox call, on a copy of the task whose tests
+are only the public ones (its verdict's `detail` is the feedback: the first failing public assert with the value
+the function returned, or the error's last line) and on the whole task (the attempt's real verdict). The episode
+stops when the public tests pass or the turns run out; its result is its last attempt's verdict on all tests.
+
+The model sees the feedback as a Python comment between its attempt and the prompt again, so any tokenizer carries
+it and a completion-style model continues it like any other prompt (this project prompts every model in completion
+mode, without a chat template):
+
+    def f(x):
+        \"\"\"Return x plus 5.\"\"\"
+        return x + 6
+    # feedback: assert f(1) == 6 failed, got 7
+    def f(x):
+        \"\"\"Return x plus 5.\"\"\"
+
+Rules for the split (`public_rule`): "half" (synthetic tasks: half of the asserts, at least one, chosen with a seed
+per task), "first" (HumanEval, MBPP, stdio: the first assert statement of the tests, or the first case, is public),
+"auto" (half for synthetic tasks, first for the others). A test is one top-level statement that holds an assert
+(in `check()` or at module level, as the judge counts them); for stdio tasks one case.
+
+`evaluate_repair` measures the three-way comparison of Olausson et al. (2023): success after t turns with feedback,
+the same with the feedback replaced by an empty message, and pass@t of independent samples (the same budget of t
+samples per task), paired over tasks with bootstrap intervals.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import random
+import re
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from codelib import sandbox
+from codelib.extraction import extract_completion
+from codelib.generation import generate, stops_for
+from codelib.stats import bootstrap_ci, paired_difference, pass_at_k
+from codelib.tasks import Task
+
+FEEDBACK_PREFIX = "# feedback:"
+FEEDBACK_CHARS = 160  # a feedback message is cut to this many characters
+RULES = ("auto", "half", "first")
+MODES = ("tests", "empty")  # what the model is shown between turns: the public tests' feedback, or nothing
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# public and hidden tests
+
+
+@dataclass(frozen=True)
+class TestSplit:
+    """Which of a task's tests are public (indices into `test_units`), seeded and recorded."""
+
+    task_id: str
+    public: tuple[int, ...]
+    hidden: tuple[int, ...]
+    rule: str
+    seed: int
+
+
+def test_units(task: Task) -> list[tuple[int, int]]:
+    """The task's tests as (first line, last line), 1-based, of each statement that holds an assert (function tasks:
+    top-level statements of `check()` and of the module, as the judge counts them); stdio: (i, i) per case."""
+    if task.kind == "stdio":
+        return [(i, i) for i in range(len(json.loads(task.tests)))]
+    tree = ast.parse(task.tests)
+    units = []
+
+    def holds_assert(node) -> bool:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return False
+        return any(isinstance(n, ast.Assert) for n in ast.walk(node))
+
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "check":
+            units += [(s.lineno, s.end_lineno) for s in node.body if holds_assert(s)]
+        elif holds_assert(node):
+            units.append((node.lineno, node.end_lineno))
+    return units
+
+
+def resolve_rule(task: Task, rule: str) -> str:
+    if rule not in RULES:
+        raise ValueError(f"public_rule must be one of {', '.join(RULES)}; you gave {rule!r}")
+    if rule == "auto":
+        return "half" if task.task_id.startswith("synthetic/") else "first"
+    return rule
+
+
+def split_tests(task: Task, rule: str = "auto", seed: int = 0) -> TestSplit:
+    """The public/hidden split of one task: a function of (task id, rule, seed) alone."""
+    rule = resolve_rule(task, rule)
+    n = len(test_units(task))
+    if n == 0:
+        return TestSplit(task.task_id, (), (), rule, seed)
+    if rule == "first":
+        public = [0]
+    else:  # half, at least one; a task with 2+ tests keeps at least one hidden
+        k = max(1, n // 2)
+        public = sorted(random.Random(f"{seed}:{task.task_id}").sample(range(n), k))
+    hidden = [i for i in range(n) if i not in public]
+    return TestSplit(task.task_id, tuple(public), tuple(hidden), rule, seed)
+
+
+def public_task(task: Task, split: TestSplit) -> Task:
+    """A copy of the task whose tests are only its public ones (what the feedback is built from)."""
+    if task.kind == "stdio":
+        cases = json.loads(task.tests)
+        return replace(task, tests=json.dumps([cases[i] for i in split.public]), plus_inputs="")
+    units = test_units(task)
+    drop = {ln for i in split.hidden for ln in range(units[i][0], units[i][1] + 1)}
+    lines = task.tests.split("\n")
+    kept = [ln for i, ln in enumerate(lines, start=1) if i not in drop]
+    return replace(task, tests="\n".join(kept), plus_inputs="")
+
+
+def hidden_sources(task: Task, split: TestSplit) -> list[str]:
+    """The source text of each hidden test (what feedback must never show)."""
+    if task.kind == "stdio":
+        cases = json.loads(task.tests)
+        return [json.dumps(cases[i]) for i in split.hidden]
+    units, lines = test_units(task), task.tests.split("\n")
+    return ["\n".join(lines[units[i][0] - 1 : units[i][1]]).strip() for i in split.hidden]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# feedback
+
+
+_ASSERT = re.compile(r"^line \d+: (?P<src>.*): AssertionError(?P<msg>: .*?)?(?: \(got (?P<got>.*)\))?$", re.S)
+_RAISED = re.compile(r"^line \d+: (?P<src>.*?): (?P<err>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b.*)$", re.S)
+
+
+def sanitize(text: str, limit: int = FEEDBACK_CHARS) -> str:
+    """One line of printable ASCII, whitespace collapsed, at most `limit` characters."""
+    text = "".join(c if c.isascii() and c.isprintable() else " " for c in str(text))
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def feedback_from_detail(detail: str, status: str, task: Task, limit: int = FEEDBACK_CHARS) -> str:
+    """Feedback text from a verdict's detail on the *public* tests: the failing assert with the value the function
+    returned, the exception a call raised, or the error's last line."""
+    if status == "passed":
+        return ""
+    if status == "timeout":
+        return sanitize(f"timed out ({detail})", limit) if detail else "timed out"
+    entry = task.entry_point or "candidate"
+    detail = str(detail).strip()
+
+    def named(src: str) -> str:
+        return re.sub(r"\bcandidate\(", f"{entry}(", src.strip())
+
+    m = _ASSERT.match(detail)
+    if m:
+        text = f"{named(m['src'])} failed"
+        if m["got"] is not None:
+            text += f", got {m['got']}"
+        return sanitize(text, limit)
+    m = _RAISED.match(detail)
+    if m:
+        return sanitize(f"{named(m['src'])} raised {m['err']}", limit)
+    last = detail.splitlines()[-1] if detail else status
+    return sanitize(last, limit)
+
+
+def feedback_block(text: str) -> str:
+    """The comment line the model reads between two attempts ("# feedback:" alone for an empty message)."""
+    return f"{FEEDBACK_PREFIX} {text}\n" if text else f"{FEEDBACK_PREFIX}\n"
+
+
+def _ends_line(text: str) -> str:
+    return text if text.endswith("\n") else text + "\n"
+
+
+def turn_prompt(task: Task, history: list[tuple[str, str]]) -> str:
+    """What the policy sees at the next turn: the prompt, then per earlier turn its attempt, the feedback comment and
+    the prompt again. history: [(attempt text, feedback text), ...]."""
+    out = task.prompt
+    for attempt, fb in history:
+        out += _ends_line(attempt) + feedback_block(fb) + task.prompt
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# episodes
+
+
+@dataclass
+class Turn:
+    """One attempt of an episode."""
+
+    prompt: str  # the context the policy continued (the task's prompt, earlier attempts and feedback)
+    completion: str  # the policy's text
+    ids: list[int]  # its tokens (what the loss covers)
+    public: sandbox.Verdict  # on the public tests
+    full: sandbox.Verdict  # on all tests
+    feedback: str = ""  # what the next turn shows ("" when the public tests passed)
+
+
+@dataclass
+class Episode:
+    task: Task
+    split: TestSplit
+    mode: str
+    turns: list[Turn] = field(default_factory=list)
+    done: bool = False
+
+    @property
+    def passed(self) -> bool:
+        """The last attempt passed every test (public and hidden)."""
+        return bool(self.turns and self.turns[-1].full.passed)
+
+    def passed_by(self, t: int) -> bool:
+        """Success after t turns: the last attempt made by turn t passes every test."""
+        return bool(self.turns) and self.turns[min(t, len(self.turns)) - 1].full.passed
+
+    def to_row(self, **extra) -> dict:
+        """A JSON row with every turn: context, attempt, both verdicts and the feedback shown."""
+        turns = [{"turn": i + 1, "prompt": t.prompt, "completion": t.completion, "tokens": len(t.ids),
+                  "public": {"status": t.public.status, "passed": t.public.passed, "detail": t.public.detail},
+                  "full": {"status": t.full.status, "passed": t.full.passed, "detail": t.full.detail,
+                           "tests_passed": t.full.tests_passed, "tests_total": t.full.tests_total},
+                  "feedback": t.feedback} for i, t in enumerate(self.turns)]  # fmt: skip
+        return {**extra, "task_id": self.task.task_id, "mode": self.mode, "public_tests": list(self.split.public),
+                "hidden_tests": list(self.split.hidden), "turns_used": len(self.turns), "passed": self.passed,
+                "turns": turns}  # fmt: skip
+
+
+def judge_attempts(episodes: list[Episode], texts: list[str], workers: int | None, timeout_s: float):
+    """Verdicts of one attempt per episode on the public tests and on all tests, in one sandbox call."""
+    tasks = [public_task(e.task, e.split) for e in episodes] + [e.task for e in episodes]
+    codes = [extract_completion(t, e.task) for e, t in zip(episodes, texts, strict=True)] * 2
+    verdicts = sandbox.check(tasks, codes, workers=workers, timeout_s=timeout_s)
+    return verdicts[: len(episodes)], verdicts[len(episodes) :]
+
+
+def run_episodes(
+    model,
+    tokenizer,
+    tasks: list[Task],
+    n_per_task: int,
+    turns: int,
+    mode: str = "tests",
+    public_rule: str = "auto",
+    split_seed: int = 0,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    max_new_tokens: int = 64,
+    batch_size: int = 256,
+    seed: int = 0,
+    workers: int | None = None,
+    timeout_s: float = 5.0,
+    feedback_chars: int = FEEDBACK_CHARS,
+    backend: str = "hf",
+) -> tuple[list[Episode], dict]:
+    """n_per_task episodes of each task (task i's are rows i*n .. i*n+n-1), up to `turns` attempts each; returns
+    the episodes and timings {"generate_s", "sandbox_s"}."""
+    if mode not in MODES:
+        raise ValueError(f"feedback mode must be one of {', '.join(MODES)}; you gave {mode!r}")
+    episodes = [Episode(t, split_tests(t, public_rule, split_seed), mode) for t in tasks for _ in range(n_per_task)]
+    timing = {"generate_s": 0.0, "sandbox_s": 0.0}
+    for turn in range(1, turns + 1):
+        active = [e for e in episodes if not e.done]
+        if not active:
+            break
+        prompts = [turn_prompt(e.task, [(t.completion, t.feedback) for t in e.turns]) for e in active]
+        t0 = time.time()
+        groups = generate(model, tokenizer, prompts, n=1, temperature=temperature, top_p=top_p,
+                          max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed + 7919 * turn,
+                          stop=stops_for(tasks[0]), progress=False, backend=backend)  # fmt: skip
+        t1 = time.time()
+        texts = [g[0].text for g in groups]
+        public, full = judge_attempts(active, texts, workers, timeout_s)
+        timing["generate_s"] += t1 - t0
+        timing["sandbox_s"] += time.time() - t1
+        for e, p, (c,), pv, fv in zip(active, prompts, groups, public, full, strict=True):
+            ids = list(c.ids) if c.ids else [tokenizer.eos_token_id]  # an empty completion still has a token
+            fb = "" if mode == "empty" else feedback_from_detail(pv.detail, pv.status, e.task, feedback_chars)
+            e.turns.append(Turn(p, c.text, ids, pv, fv, fb))
+            e.done = pv.passed or turn == turns
+    return episodes, timing
+
+
+def episode_rows(episodes: list[Episode], tokenizer) -> tuple[list[list[int]], list[list[int]], list[int]]:
+    """One training row per turn: (context ids, attempt ids) exactly as sampled, and the episode index of each row.
+
+    Each attempt's tokens are trained once, in the row of their own turn; that row's context (the prompt, earlier
+    attempts and the feedback) is masked, so the loss covers the policy's own tokens only."""
+    from codelib.generation import encode_prompts
+
+    contexts, completions, owner = [], [], []
+    for i, e in enumerate(episodes):
+        for t in e.turns:
+            contexts.append(t.prompt)
+            completions.append(t.ids)
+            owner.append(i)
+    return encode_prompts(tokenizer, contexts), completions, owner
+
+
+def episode_reward(passed_reward: float, turns_used: int, discount: float, cost: float) -> float:
+    """The final attempt's reward, discounted per extra turn and charged a cost per extra turn."""
+    return passed_reward * discount ** (turns_used - 1) - cost * (turns_used - 1)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# repair examples for SFT (synthetic tasks): a plausible wrong attempt, its feedback, the fix
+
+
+def _mutations(body: str, rng: random.Random) -> list[str]:
+    """Wrong variants of a one-line `return ...` body, most plausible first: a changed constant, a swapped
+    operator or builtin, a changed string."""
+    out = []
+    for m in re.finditer(r"(?<![\w.])\d+(?![\w.])", body):
+        v = int(m.group())
+        for d in rng.sample([1, -1, 2, -2, 3, 10], 3):
+            if v + d >= 0:
+                out.append(body[: m.start()] + str(v + d) + body[m.end() :])
+    swaps = [(" + ", " - "), (" - ", " + "), (" * ", " + "), (" // ", " % "), (" % ", " // "), (" > ", " >= "),
+             (" < ", " <= "), (" > ", " < "), ("min(", "max("), ("max(", "min("), (".upper()", ".lower()"),
+             ("[::-1]", ""), ("len(", "sum(1 for _ in "), ("sorted(", "list(")]  # fmt: skip
+    for a, b in swaps:
+        if a in body:
+            out.append(body.replace(a, b, 1))
+    for m in re.finditer(r'"([a-z]{1,2})"', body):
+        out.append(body[: m.start(1)] + m.group(1)[::-1] + "x" + body[m.end(1) :])
+    return out
+
+
+def _local_feedback(task: Task, body: str, split: TestSplit) -> tuple[str, str] | None:
+    """(status, detail) of our own (trusted, generated) body on the public tests, worded as the judge words it;
+    None when it passes them. Runs in this process: the code is the generator's, never a model's."""
+    from codelib.sandbox.judge import _short_repr
+
+    ns: dict = {}
+    try:
+        exec(task.prompt + body, ns)  # noqa: S102 - our own generated code
+    except Exception as e:
+        return "failed", f"{type(e).__name__}: {e}"
+    fn = ns[task.entry_point]
+    units, lines = test_units(task), task.tests.split("\n")
+    for i in split.public:
+        first, _ = units[i]
+        src = lines[first - 1].strip()
+        m = re.match(r"assert candidate\((.*)\) == (.*)$", src)
+        if not m:
+            return None
+        args, expected = ast.literal_eval(f"({m[1]},)"), ast.literal_eval(m[2])
+        try:
+            got = fn(*args)
+        except Exception as e:
+            return "failed", f"line {first}: {src[:120]}: {type(e).__name__}: {e}"
+        if got != expected:
+            return "failed", f"line {first}: {src[:120]}: AssertionError (got {_short_repr(got)})"
+    return None
+
+
+def repair_examples(tasks: list[Task], n: int, seed: int = 0, public_rule: str = "auto", split_seed: int = 0,
+                    empty_share: float = 0.2, feedback_chars: int = FEEDBACK_CHARS) -> list[Task]:  # fmt: skip
+    """n repair examples from synthetic tasks, as Tasks SFT trains on: the prompt is the task's prompt, a wrong
+    attempt (a mutated canonical solution that fails a public test), the feedback the sandbox would give, and the
+    prompt again; the solution is the canonical one. A share `empty_share` shows an empty feedback message instead,
+    so the empty-feedback arm of the evaluation is a format the model knows."""
+    rng = random.Random(seed)
+    out = []
+    order = list(range(len(tasks)))
+    rng.shuffle(order)
+    for i in order:
+        if len(out) >= n:
+            break
+        task = tasks[i]
+        split = split_tests(task, public_rule, split_seed)
+        for wrong in _mutations(task.canonical_solution, rng)[:6]:
+            found = _local_feedback(task, wrong, split)
+            if found is None:
+                continue
+            empty = rng.random() < empty_share
+            fb = "" if empty else feedback_from_detail(found[1], found[0], task, feedback_chars)
+            prompt = turn_prompt(task, [(wrong, fb)])
+            out.append(replace(task, task_id=f"{task.task_id}/repair", prompt=prompt))
+            break
+    return out
+
+
+def sft_tasks(train: list[Task], repair: int, seed: int = 0, **kwargs) -> list[Task]:
+    """The training split with `repair` repair examples mixed in (seeded), for `codelib.trainers.sft.train`."""
+    mixed = list(train) + repair_examples(train, repair, seed=seed, **kwargs)
+    random.Random(seed).shuffle(mixed)
+    return mixed
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# evaluation: feedback vs empty feedback vs independent samples, at the same sample budget
+
+
+def evaluate_repair(model, tokenizer, tasks: list[Task], cfg, out: Path | None = None) -> dict:
+    """The three-way comparison on `tasks`. cfg: turns, eval_samples (episodes per task and arm), eval_independent
+    (independent samples per task, >= turns), eval_temperature, eval_seed, max_new_tokens, public_rule, split_seed,
+    workers, timeout_s, feedback_chars, bootstrap_iters.
+
+    Per task and turn t: success with feedback and with empty feedback (share of its episodes whose last attempt by
+    turn t passes all tests) and pass@t of independent samples (unbiased estimator); paired differences over tasks.
+    Writes out/episodes.jsonl (every turn of every episode) and out/summary.json when `out` is given."""
+    T, n, m = cfg.turns, cfg.eval_samples, max(cfg.eval_independent, cfg.turns)
+    common = dict(public_rule=cfg.public_rule, split_seed=cfg.split_seed, temperature=cfg.eval_temperature,
+                  top_p=1.0, max_new_tokens=cfg.max_new_tokens, seed=cfg.eval_seed, workers=cfg.workers,
+                  timeout_s=cfg.timeout_s, feedback_chars=cfg.feedback_chars)  # fmt: skip
+    arms = {}
+    for mode in MODES:
+        arms[mode], _ = run_episodes(model, tokenizer, tasks, n, T, mode=mode, **common)
+    # independent samples: m first attempts per task (one-turn episodes; same seed, so sample j of a task is the
+    # first attempt of its episode j in the other arms when m >= n)
+    indep, _ = run_episodes(model, tokenizer, tasks, m, 1, mode="tests", **common)
+    per_task = []
+    for i, task in enumerate(tasks):
+        row = {"task_id": task.task_id}
+        for mode in MODES:
+            eps = arms[mode][i * n : (i + 1) * n]
+            row[mode] = [float(np.mean([e.passed_by(t) for e in eps])) for t in range(1, T + 1)]
+            row[f"{mode}_turns_used"] = float(np.mean([len(e.turns) for e in eps]))
+        c = sum(e.passed for e in indep[i * m : (i + 1) * m])
+        row["independent"] = [pass_at_k(m, c, t) for t in range(1, T + 1)]
+        per_task.append(row)
+    iters = cfg.bootstrap_iters
+    arms_out = {}
+    for arm in (*MODES, "independent"):
+        curve = []
+        for t in range(T):
+            values = [r[arm][t] for r in per_task]
+            lo, hi = bootstrap_ci(values, iters=iters, seed=0)
+            curve.append({"turn": t + 1, "success": float(np.mean(values)), "ci_low": lo, "ci_high": hi})
+        arms_out[arm] = curve
+    comparisons = []
+    for a, b in (("tests", "empty"), ("tests", "independent"), ("empty", "independent")):
+        for t in range(T):
+            d = paired_difference([r[a][t] for r in per_task], [r[b][t] for r in per_task], iters=iters, seed=0)
+            comparisons.append({"a": a, "b": b, "turn": t + 1, **d})
+    summary = {"tasks": len(tasks), "turns": T, "episodes_per_task": n, "independent_per_task": m,
+               "temperature": cfg.eval_temperature, "seed": cfg.eval_seed, "public_rule": cfg.public_rule,
+               "arms": arms_out, "comparisons": comparisons,
+               "turns_used": {mode: float(np.mean([r[f"{mode}_turns_used"] for r in per_task])) for mode in MODES},
+               "per_task": per_task}  # fmt: skip
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        with open(out / "episodes.jsonl", "w") as f:
+            for mode in MODES:
+                for j, e in enumerate(arms[mode]):
+                    f.write(json.dumps(e.to_row(episode=j % n)) + "\n")
+        (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+def comparison_table(summary: dict):
+    """The summary as a DataFrame: success per turn and arm with intervals, then the paired differences."""
+    import pandas as pd
+
+    rows = []
+    for arm, curve in summary["arms"].items():
+        for p in curve:
+            rows.append({"arm": arm, **p})
+    success = pd.DataFrame(rows).pivot(index="turn", columns="arm", values="success")
+    return success, pd.DataFrame(summary["comparisons"])
+
+
+def summary_markdown(summaries: dict[str, dict]) -> str:
+    """A markdown report of one or more evaluated checkpoints (name -> summary)."""
+
+    def pct(x):
+        return f"{100 * x:.1f}"
+
+    lines = []
+    for name, s in summaries.items():
+        lines += [f"## {name}", "",
+                  f"{s['tasks']} held-out tasks; {s['episodes_per_task']} episodes per task and arm, up to "
+                  f"{s['turns']} turns; {s['independent_per_task']} independent samples per task; T={s['temperature']},"
+                  f" seed {s['seed']}; public tests: rule {s['public_rule']!r}. Mean turns used: feedback "
+                  f"{s['turns_used']['tests']:.2f}, empty {s['turns_used']['empty']:.2f}.", "",
+                  "| turn t | with feedback | empty feedback | independent pass@t |", "|---|---|---|---|"]  # fmt: skip
+        for t in range(s["turns"]):
+            cells = [f"{pct(s['arms'][a][t]['success'])} [{pct(s['arms'][a][t]['ci_low'])}, "
+                     f"{pct(s['arms'][a][t]['ci_high'])}]" for a in ("tests", "empty", "independent")]  # fmt: skip
+            lines.append(f"| {t + 1} | " + " | ".join(cells) + " |")
+        lines += ["", "Paired differences over tasks (points, 95% bootstrap interval):", "",
+                  "| comparison | turn | difference | interval |", "|---|---|---|---|"]  # fmt: skip
+        for c in s["comparisons"]:
+            lines.append(f"| {c['a']} − {c['b']} | {c['turn']} | {pct(c['diff'])} | [{pct(c['ci_low'])}, "
+                         f"{pct(c['ci_high'])}] |")  # fmt: skip
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot_success_by_turn(summaries: dict[str, dict]):
+    """Success by turn per arm (with intervals), one panel per evaluated checkpoint."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(summaries), figsize=(5 * len(summaries), 3.6), squeeze=False)
+    labels = {"tests": "repair, with feedback", "empty": "repair, empty feedback", "independent": "independent pass@t"}
+    for ax, (name, s) in zip(axes[0], summaries.items(), strict=True):
+        for arm, label in labels.items():
+            curve = s["arms"][arm]
+            t = [p["turn"] for p in curve]
+            ax.plot(t, [p["success"] for p in curve], marker="o", label=label)
+            ax.fill_between(t, [p["ci_low"] for p in curve], [p["ci_high"] for p in curve], alpha=0.15)
+        ax.set_xticks(t)
+        ax.set_xlabel("turns (= samples per task)")
+        ax.set_ylabel("success (all tests)")
+        ax.set_title(name)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_differences(summaries: dict[str, dict]):
+    """The paired differences at every turn > 1: feedback - empty, feedback - independent, with intervals."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    rows = [(name, c) for name, s in summaries.items() for c in s["comparisons"] if c["turn"] > 1]
+    y = np.arange(len(rows))
+    diffs = np.array([c["diff"] for _, c in rows])
+    err = np.array([[c["diff"] - c["ci_low"] for _, c in rows], [c["ci_high"] - c["diff"] for _, c in rows]])
+    ax.errorbar(diffs, y, xerr=err, fmt="o", capsize=3)
+    ax.axvline(0, color="grey", lw=1)
+    ax.set_yticks(y, [f"{name}: {c['a']} − {c['b']} (t={c['turn']})" for name, c in rows], fontsize=8)
+    ax.set_xlabel("paired difference in success (95% bootstrap interval)")
+    fig.tight_layout()
+    return fig
+
+
+def splits_record(tasks: list[Task], rule: str, seed: int) -> list[dict]:
+    """The split of every task as rows (written beside a run: which tests were public)."""
+    return [asdict(split_tests(t, rule, seed)) for t in tasks]
