@@ -10,7 +10,7 @@ policy's own tokens in the episode (every attempt; the prompt, earlier attempts 
 masked), summed over tokens and averaged over episodes. Only the LoRA parameters train.
 
 The stage also holds what it needs around the RL run (`train_sft`: SFT with repair examples mixed in, so the policy
-knows the format; `evaluate`: the three-way comparison of `codelib.repair.evaluate_repair` for each checkpoint).
+knows the format; `evaluate`: the three-way comparison of `codelib.repair_eval.evaluate_repair` for each checkpoint).
 
     python -m codelib.trainers.repair params/tiny/09_repair.yaml
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from codelib import metrics, repair, rollout
+from codelib import metrics, repair, repair_eval, rollout
 from codelib.logprobs import kl_to_start, make_batch, reference_logprobs, token_logprobs
 from codelib.params import load_config, main_config, reports_root, resolve, run_dir
 from codelib.tasks import load_tasks, tasks_to_rows
@@ -238,7 +238,7 @@ def evaluate(cfg: Config, force: bool = False) -> dict[str, dict]:
                 summaries[name] = json.loads(done.read_text())
                 continue
         model, tokenizer = load_policy(path)
-        summaries[name] = repair.evaluate_repair(model, tokenizer, tasks, cfg, out)
+        summaries[name] = repair_eval.evaluate_repair(model, tokenizer, tasks, cfg, out)
         (out / "settings.json").write_text(json.dumps(settings, indent=1))
         del model
     write_report(cfg, summaries)
@@ -256,12 +256,12 @@ def write_report(cfg: Config, summaries: dict[str, dict]) -> Path:
     head = (f"# Multi-turn repair ({cfg.profile})\n\nWritten by `codelib.trainers.repair.evaluate`. Success = the "
             "last attempt made by turn t passes every test (public and hidden); independent = unbiased pass@t of "
             f"{cfg.eval_independent} independent first attempts per task (the same budget of t samples).\n\n")  # fmt: skip
-    (rep / "summary.md").write_text(head + repair.summary_markdown(summaries))
+    (rep / "summary.md").write_text(head + repair_eval.summary_markdown(summaries))
     rows = [{"checkpoint": name, **c} for name, s in summaries.items() for c in s["comparisons"]]
     pd.DataFrame(rows).to_csv(rep / "comparisons.csv", index=False)
     figs = {
-        "success_by_turn": repair.plot_success_by_turn(summaries),
-        "differences": repair.plot_differences(summaries),
+        "success_by_turn": repair_eval.plot_success_by_turn(summaries),
+        "differences": repair_eval.plot_differences(summaries),
     }
     save_figures(figs, rep / "figures", show=False)
     return rep
