@@ -363,3 +363,53 @@ def test_variants_are_valid_params():
         load_config(MODULES[p.name[:2]].Config, p)
     with pytest.raises(ParamsError):
         load_config(reinforce.Config, VARIANTS / "02_reinforce_rloo.yaml", baseline_kind="x")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the comparison table and the telemetry figures, from hand-made run dirs
+
+
+def _summary(name: str, cs: list[int], verdicts: dict) -> dict:
+    per_task = [{"task_id": f"t{i}", "n": 4, "c": c} for i, c in enumerate(cs)]
+    p = sum(c / 4 for c in cs) / len(cs)
+    return {"checkpoint": name, "source": f"checkpoints/tiny/{name}", "pass@1": p, "ci_low": p - 0.1,
+            "ci_high": p + 0.1, "avg_tokens": 11.0, "per_task": per_task, "verdicts": verdicts, "passed": 0.0,
+            "tasks": len(cs)}  # fmt: skip
+
+
+def test_comparison_table_and_telemetry_figures(tmp_path, monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from codelib import reports
+
+    monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "ck"))
+    monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "rep"))
+    root = tmp_path / "ck" / "tiny"
+    summaries = {"sft": _summary("sft", [0, 2, 4, 1], {"passed": 7, "wrong_answer": 9}),
+                 "reinforce_rloo": _summary("reinforce_rloo", [2, 2, 4, 3], {"passed": 11, "syntax_error": 5})}  # fmt: skip
+    for name, s in summaries.items():
+        (root / "eval" / name).mkdir(parents=True)
+        (root / "eval" / name / "summary.json").write_text(json.dumps(s))
+    run = root / "reinforce_rloo"
+    run.mkdir()
+    (run / "config.json").write_text(
+        json.dumps({"stage": "reinforce_rloo", "baseline": "rloo", "samples_per_task": 8})
+    )
+    rows = [{"step": i, "time_s": 30.0, "pass_rate": 0.5, "reward_mean": 0.5, "zero_std_frac": z, "eval_pass@1": 0.4,
+             "eval_ci_low": 0.3, "eval_ci_high": 0.5, "verdicts/wrong_answer": 0.3} for i, z in ((1, 0.5), (2, 0.25))]  # fmt: skip
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    df = reports.write_comparison("tiny")
+    row = df.set_index("checkpoint").loc["reinforce_rloo"]
+    assert row["algorithm"] == "RLOO" and row["train_min"] == pytest.approx(1.0)
+    assert row["zero_std_frac"] == pytest.approx(0.375) and row["diff_vs_baseline"] == pytest.approx(0.25)
+    assert row["eval_syntax_error"] == pytest.approx(5 / 16)
+    md = (tmp_path / "rep" / "tiny" / "comparison.md").read_text()
+    assert "| reinforce_rloo | RLOO | 62.5 [52.5, 72.5] | +25.0 [" in md
+    figs = {"eval_during_training": reports.plot_eval_during_training("tiny", ["reinforce_rloo"]),
+            "verdict_classes": reports.plot_verdict_classes("tiny", summaries),
+            "training_curves": reports.plot_training_curves("tiny", ["reinforce_rloo"])}  # fmt: skip
+    paths = reports.save_figures(figs, tmp_path / "figs", show=False)
+    assert all(p.stat().st_size > 0 for p in paths.values())
+    assert reports.algorithm_of({"stage": "g", "num_generations": 8, "loss_type": "grpo", "importance_sampling_level": "sequence"}) == "GSPO"  # fmt: skip
+    assert reports.algorithm_of({"ppo_epochs": 2, "advantage": "reinforce_pp", "kl_coef": 0.01, "kl_estimator": "k1"}) == "REINFORCE++, KL k1 x0.01"  # fmt: skip
