@@ -405,7 +405,7 @@ def test_comparison_table_and_telemetry_figures(tmp_path, monkeypatch):
     assert row["zero_std_frac"] == pytest.approx(0.375) and row["diff_vs_baseline"] == pytest.approx(0.25)
     assert row["eval_syntax_error"] == pytest.approx(5 / 16)
     md = (tmp_path / "rep" / "tiny" / "comparison.md").read_text()
-    assert "| reinforce_rloo | RLOO | 62.5 [52.5, 72.5] | +25.0 [" in md
+    assert "| reinforce_rloo | RLOO | 68.8 [58.8, 78.8] | +25.0 [" in md
     figs = {"eval_during_training": reports.plot_eval_during_training("tiny", ["reinforce_rloo"]),
             "verdict_classes": reports.plot_verdict_classes("tiny", summaries),
             "training_curves": reports.plot_training_curves("tiny", ["reinforce_rloo"])}  # fmt: skip
