@@ -323,12 +323,18 @@ def _lora_b_sum(run) -> float:
 ALGORITHM_VARIANTS = sorted(p.name for p in VARIANTS.glob("0[234]_*.yaml") if "eval_best" not in p.name)
 
 
+# the TRL path of evaluation during training rides along one GRPO variant (4 tasks, 1 sample: seconds)
+GRPO_EVAL = dict(eval_every=2, eval_limit=4, eval_samples=1, keep="best")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ALGORITHM_VARIANTS)
 def test_variant_runs_and_changes_the_adapter(name, tiny_sft):
-    mod, cfg = _variant_config(VARIANTS / name, tiny_sft)
+    mod, cfg = _variant_config(VARIANTS / name, tiny_sft, **(GRPO_EVAL if name == "04_grpo_dapo.yaml" else {}))
     run = mod.train(cfg)
     rows = read_jsonl(run / "metrics.jsonl")
+    if cfg.eval_every:
+        assert 0 <= rows[-1]["eval_pass@1"] <= 1 and json.loads((run / "kept.json").read_text())["keep"] == "best"
     assert [r["step"] for r in rows] == list(range(1, cfg.steps + 1)) and all(math.isfinite(r["loss"]) for r in rows)
     assert _lora_b_sum(run) > 0  # LoRA B starts at zero
     assert any(k.startswith("verdicts/") for k in rows[-1]) and "sandbox_share" in rows[-1]

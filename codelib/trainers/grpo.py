@@ -140,12 +140,20 @@ def metrics_callback(run: Path, task_ids: dict[str, str] | None = None, keeper: 
         pending: dict = {}
 
         def on_step_end(self, args, state, control, **kwargs):
+            """The step's verdict classes (and, when due, held-out pass@1) into TRL's metrics, before TRL logs them:
+            TRL then reports them to TensorBoard / W&B with its own keys, and on_log copies them to metrics.jsonl."""
+            pending = metrics.class_shares(_Timed.classes)  # {} on a step that reused a generation batch
+            _Timed.classes = []
             if keeper is not None and state.is_world_process_zero and keeper.due(state.global_step):
                 t0 = time.time()
                 model = self.trainer.accelerator.unwrap_model(self.trainer.model)
-                Callback.pending = {**keeper.evaluate(model, self.trainer.processing_class, state.global_step),
-                                    "eval_s": time.time() - t0}  # fmt: skip
+                pending.update(keeper.evaluate(model, self.trainer.processing_class, state.global_step))
+                pending["eval_s"] = time.time() - t0
                 model.train()
+            if self.trainer is not None and hasattr(self.trainer, "_metrics"):
+                for k, v in pending.items():
+                    self.trainer._metrics["train"][k].append(v)
+            Callback.pending = pending
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not logs or "loss" not in logs or not state.is_world_process_zero:
@@ -169,12 +177,10 @@ def metrics_callback(run: Path, task_ids: dict[str, str] | None = None, keeper: 
                 "entropy": logs.get("entropy"),
                 "time_s": dt / steps,
                 "sandbox_share": _Timed.spent / dt if dt > 0 else 0.0,
-                **metrics.class_shares(_Timed.classes),
             }
             row.update({k: v for k, v in logs.items() if k.startswith("rewards/")})
             row.update(Callback.pending)
-            logs.update({k: v for k, v in row.items() if k.startswith(("verdicts/", "eval_"))})  # -> TensorBoard
-            _Timed.spent, _Timed.classes, Callback.pending = 0.0, [], {}
+            _Timed.spent, Callback.pending = 0.0, {}
             log.log(row)
             metrics.append_samples(run, grpo_samples(self.trainer, state.global_step, task_ids or {}))
 
