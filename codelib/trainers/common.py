@@ -158,14 +158,16 @@ class Keeper:
     adapter in the run dir, the last one in <run>/last/ when keep is best, kept.json)."""
 
     def __init__(self, cfg: TrainEvalConfig, out: Path, best: dict | None = None, fresh: bool = True):
+        # a Config without the TrainEvalConfig fields (a loop built on SamplingConfig alone) evaluates nothing
         self.cfg, self.out, self.best = cfg, out, best
-        self.tasks = eval_tasks(cfg) if cfg.eval_every else []
+        self.every, self.keep = getattr(cfg, "eval_every", 0), getattr(cfg, "keep", "last")
+        self.tasks = eval_tasks(cfg) if self.every else []
         if fresh:  # a run that starts over must not inherit an older run's best adapter
             shutil.rmtree(out / "best", ignore_errors=True)
             self.best = None
 
     def due(self, step: int) -> bool:
-        return bool(self.cfg.eval_every) and (step % self.cfg.eval_every == 0 or step == self.cfg.steps)
+        return bool(self.every) and (step % self.every == 0 or step == self.cfg.steps)
 
     def evaluate(self, model, tokenizer, step: int) -> dict:
         res = heldout_eval(model, tokenizer, self.cfg, self.tasks)
@@ -178,8 +180,8 @@ class Keeper:
     def finish(self, model, tokenizer) -> None:
         """The trained adapter into the run dir; with keep: best, the best one there instead (the last in last/)."""
         save_adapter(model, tokenizer, self.out)
-        kept = {"keep": self.cfg.keep, "step": self.cfg.steps}
-        if self.cfg.keep == "best" and self.best is not None and (self.out / "best").exists():
+        kept = {"keep": self.keep, "step": self.cfg.steps}
+        if self.keep == "best" and self.best is not None and (self.out / "best").exists():
             save_adapter(model, tokenizer, self.out / "last")
             for f in (self.out / "best").iterdir():
                 if f.is_file() and f.name != "eval.json":
@@ -329,7 +331,7 @@ class OnlineRun:
                 checkpoints.save_checkpoint(self.out, self.policy, self.optimizer, step,
                                             {**(extra or {}), "best": self.keeper.best}, self._unwrapped_heads(),
                                             fingerprint=self.fingerprint)  # fmt: skip
-        if multi and self.cfg.eval_every:
+        if multi and getattr(self.cfg, "eval_every", 0):
             self.acc.wait_for_everyone()  # the main process evaluated while the others waited
 
     def _group_stats(self, all_rewards: torch.Tensor) -> dict:
