@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from codelib import generation, models, passk, rewards, sandbox
+from codelib import generation, metrics, models, passk, rewards, sandbox
 from codelib.fingerprint import SCORE, code_hash
 from codelib.params import atomic_write_json, atomic_write_text, main_config, reports_root, resolve, run_dir
 from codelib.reports import write_results
@@ -56,7 +56,9 @@ def score_completions(
     `rewards.extract_completion` first. Returns a dict with
       tasks, n_samples, ks, pass@k (for each k <= n_samples; pass@1 always), pass@k_ci_low/high,
       ci_low/ci_high (pass@1's), passed (sum over tasks of c/n: tasks solved when greedy),
-      per_task: [{task_id, n, c, pass@k...}], samples: [{task_id, sample, code, status, passed, detail}].
+      per_task: [{task_id, n, c, pass@k...}], samples: [{task_id, sample, code, status, passed, detail, verdict}],
+      verdicts: {class: count} over `metrics.VERDICT_CLASSES` (passed, wrong_answer, runtime_error, syntax_error,
+      timeout).
     """
     if len(tasks) != len(completions):
         raise ValueError(f"one list of completions per task: {len(tasks)} tasks, {len(completions)} lists")
@@ -93,6 +95,7 @@ def score_completions(
                 "status": v.status,
                 "passed": bool(v.passed),
                 "detail": v.detail,
+                "verdict": metrics.verdict_class(v),
             }
         )
     per_task = []
@@ -109,6 +112,7 @@ def score_completions(
         out[f"pass@{k}_ci_low"], out[f"pass@{k}_ci_high"] = lo, hi
     out["ci_low"], out["ci_high"] = out["pass@1_ci_low"], out["pass@1_ci_high"]
     out["passed"] = float(sum(r["c"] / r["n"] for r in per_task))
+    out["verdicts"] = metrics.class_counts(s["verdict"] for s in samples)
     # pass@k for every k = 1..n with intervals over tasks (codelib.passk): the curve figures read it
     out["pass@k_curve"] = passk.curve(per_task, iters=bootstrap_iters, seed=seed)
     out["per_task"] = per_task
@@ -284,6 +288,7 @@ def evaluate_checkpoint(cfg: EvalConfig, name: str, tasks: Sequence[Task], out: 
             "status": s["status"],
             "passed": s["passed"],
             "detail": s["detail"],
+            "verdict": s["verdict"],
             "n_tokens": c.n_tokens,
             "finished": c.finished,
         }

@@ -28,7 +28,16 @@ CURVES = [
     ("kl", "KL to start policy"),
     ("clip_frac", "clip fraction"),
     ("loss", "loss"),
+    ("zero_std_frac", "groups with zero reward variance"),
+    ("sandbox_share", "sandbox share of step time"),
+    ("verdicts/wrong_answer", "rollouts: wrong answer"),
+    ("verdicts/runtime_error", "rollouts: runtime error"),
+    ("verdicts/syntax_error", "rollouts: syntax error"),
+    ("verdicts/timeout", "rollouts: timeout"),
 ]
+CLASSES = ("passed", "wrong_answer", "runtime_error", "syntax_error", "timeout")  # = metrics.VERDICT_CLASSES
+CLASS_COLORS = {"passed": "#55A868", "wrong_answer": "#C44E52", "runtime_error": "#DD8452", "syntax_error": "#8172B3",
+                "timeout": "#937860"}  # fmt: skip
 TABLE_COLUMNS = ["checkpoint", "method", "pass@1", "ci_low", "ci_high", "passed", "tasks", "avg_tokens"]
 DIFF_COLUMNS = ["diff_vs_baseline", "diff_ci_low", "diff_ci_high"]
 
@@ -88,7 +97,8 @@ def plot_training_curves(profile: str, stages: list[str], window: int = 5):
     terms = sorted(
         {k for rows in metrics.values() for r in rows for k in r if k.startswith("rewards/") and k.endswith("/mean")}
     )
-    panels = CURVES + [(t, t) for t in terms]
+    logged = {k for rows in metrics.values() for r in rows for k in r}
+    panels = [(k, t) for k, t in CURVES if k in logged] + [(t, t) for t in terms]
     cols = 3
     fig, axes = plt.subplots(math.ceil(len(panels) / cols), cols, figsize=(13, 3.2 * math.ceil(len(panels) / cols)))
     colors = {stage: f"C{i}" for i, stage in enumerate(stages)}  # one colour per stage in every panel
@@ -257,7 +267,12 @@ def make_all(cfg: PlotsConfig, show: bool = True) -> dict[str, Path]:
         "length_accuracy": plot_length_accuracy(summaries),
         "pass_at_k": plot_pass_at_k(summaries),
         "task_heatmap": plot_task_heatmap(summaries, cfg.heatmap_tasks),
+        "verdict_classes": plot_verdict_classes(cfg.profile, summaries),
     }
+    evaluated = [s for s, rows in load_metrics(cfg.profile, run_stages(cfg.profile, cfg.stages)).items()
+                 if any("eval_pass@1" in r for r in rows)]  # fmt: skip
+    if evaluated:
+        figs["eval_during_training"] = plot_eval_during_training(cfg.profile, evaluated, cfg.smoothing)
     return save_figures(figs, figures_dir(cfg.profile), show)
 
 
@@ -296,3 +311,219 @@ def plot_run(run: str | Path, keys: list[str] | None = None, window: int = 5):
     fig.suptitle(Path(run).name)
     fig.tight_layout()
     return fig
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# execution telemetry and the comparison of algorithms
+
+
+def run_stages(profile: str, stages: list[str] | None = None) -> list[str]:
+    """The given stages, then every other run directory of the profile with a metrics.jsonl (variants' stages)."""
+    root = ckpt_root(profile)
+    found = sorted(p.parent.name for p in root.glob("*/metrics.jsonl") if p.parent.name != "eval")
+    return list(dict.fromkeys([*(stages or []), *found]))
+
+
+def eval_classes(profile: str, name: str, summary: dict) -> dict[str, float]:
+    """Shares of each verdict class among a checkpoint's eval samples: the summary's `verdicts` counts, or (older
+    summaries) classified again from its samples.jsonl."""
+    from codelib.metrics import class_counts
+
+    counts = summary.get("verdicts")
+    if not counts:
+        path = ckpt_root(profile) / "eval" / name / "samples.jsonl"
+        counts = class_counts(read_jsonl(path)) if path.exists() else {}
+    n = sum(counts.values())
+    return {k: counts.get(k, 0) / n for k in CLASSES} if n else {}
+
+
+def plot_verdict_classes(profile: str, summaries: dict[str, dict]):
+    """What became of each checkpoint's eval samples: stacked shares of passed / wrong answer / runtime error /
+    syntax error / timeout."""
+    names = list(summaries)
+    shares = {n: eval_classes(profile, n, summaries[n]) for n in names}
+    fig, ax = plt.subplots(figsize=(max(5, 1.1 * len(names)), 4))
+    bottom = np.zeros(len(names))
+    for c in CLASSES:
+        vals = np.array([100 * shares[n].get(c, 0.0) for n in names])
+        ax.bar(names, vals, bottom=bottom, label=c.replace("_", " "), color=CLASS_COLORS[c])
+        bottom += vals
+    ax.set_ylabel("% of eval samples")
+    ax.set_title("verdict classes of the held-out samples")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1, 1))
+    ax.tick_params(axis="x", rotation=30)
+    fig.tight_layout()
+    return fig
+
+
+def plot_eval_during_training(profile: str, stages: list[str], window: int = 5):
+    """Training reward and rollout pass rate (lines) beside held-out pass@1 with its 95% interval (points), per
+    stage on one figure: the first thing to look at when a training reward rises and the model does not improve."""
+    metrics = {s: rows for s, rows in load_metrics(profile, stages).items() if rows}
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for i, (stage, rows) in enumerate(metrics.items()):
+        color = f"C{i}"
+        pts = [(r["step"], r["pass_rate"]) for r in rows if isinstance(r.get("pass_rate"), (int, float))]
+        if pts:
+            ax.plot([p[0] for p in pts], [100 * v for v in smooth([p[1] for p in pts], window)], color=color,
+                    alpha=0.6, label=f"{stage}: rollout pass rate (train)")  # fmt: skip
+        ev = [r for r in rows if isinstance(r.get("eval_pass@1"), (int, float))]
+        if ev:
+            x = [r["step"] for r in ev]
+            y = [100 * r["eval_pass@1"] for r in ev]
+            lo = [100 * (r["eval_pass@1"] - r.get("eval_ci_low", r["eval_pass@1"])) for r in ev]
+            hi = [100 * (r.get("eval_ci_high", r["eval_pass@1"]) - r["eval_pass@1"]) for r in ev]
+            ax.errorbar(x, y, yerr=[lo, hi], fmt="o--", color=color, capsize=3, label=f"{stage}: held-out pass@1")
+    ax.set_xlabel("step")
+    ax.set_ylabel("%")
+    ax.set_title("training pass rate vs held-out pass@1 during training")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def algorithm_of(config: dict) -> str:
+    """A short name of what a run trained, from its config.json (the options that make the algorithm)."""
+    stage = config.get("stage", "")
+    if "n_candidates" in config:
+        out = "DPO + NLL (RPO)" if "sft" in config.get("loss_type", []) else "DPO"
+    elif "ppo_epochs" in config:
+        adv = config.get("advantage", "batch")
+        out = {"reinforce_pp": "REINFORCE++", "reinforce_pp_baseline": "REINFORCE++-baseline", "rloo": "PPO (RLOO A)",
+               "group": "PPO (group A)"}.get(adv, "PPO (value head)" if config.get("critic") == "value_head" else "PPO")  # fmt: skip
+        if config.get("clip_eps_high"):
+            out += f", clip {config['clip_eps']}/{config['clip_eps_high']}"
+    elif "baseline" in config:  # REINFORCE
+        name = {"rloo": "RLOO", "none": "REINFORCE", "moving_average": "REINFORCE (moving-average baseline)"}
+        out = name.get(config["baseline"], "REINFORCE")
+    elif "num_generations" in config:
+        lt = config.get("loss_type", "dapo")
+        out = {"dr_grpo": "Dr. GRPO", "cispo": "CISPO"}.get(lt, f"GRPO ({lt} loss)")
+        if config.get("importance_sampling_level") == "sequence":
+            out = "GSPO" if lt == "grpo" else out + ", sequence ratio"
+        elif lt == "dapo" and config.get("clip_eps_high"):
+            out = "DAPO (TRL)"
+    else:
+        out = "SFT" if stage == "sft" else stage
+    if config.get("kl_coef"):
+        out += f", KL {config.get('kl_estimator', 'k3')} x{config['kl_coef']}"
+    if config.get("dynamic_sampling"):
+        out += ", dynamic sampling"
+    if config.get("keep") == "best":
+        out += ", keep best"
+    return out
+
+
+def wall_time_s(rows: list[dict]) -> float:
+    """Training time of a run from its metrics.jsonl: TRL's train_runtime where logged, else the sum of step times."""
+    runtime = [r["train_runtime"] for r in rows if isinstance(r.get("train_runtime"), (int, float))]
+    if runtime:
+        return float(max(runtime))
+    return float(sum(r["time_s"] for r in rows if isinstance(r.get("time_s"), (int, float))))
+
+
+COMPARISON_COLUMNS = ["checkpoint", "algorithm", "pass@1", "ci_low", "ci_high", "diff_vs_baseline", "diff_ci_low",
+                      "diff_ci_high", "avg_tokens", "train_min", "zero_std_frac", *[f"eval_{c}" for c in CLASSES]]  # fmt: skip
+
+
+def comparison_frame(profile: str, summaries: dict[str, dict] | None = None, baseline: str = "sft",
+                     iters: int = 1000, seed: int = 0) -> pd.DataFrame:  # fmt: skip
+    """One row per evaluated checkpoint: its algorithm (from the run's config.json), pass@1 with its 95% interval,
+    the paired difference vs `baseline` over the tasks both scored, mean generated tokens, training wall time
+    (minutes), the mean share of zero-variance groups over the run's steps, and the eval verdict classes."""
+    from codelib.stats import paired_difference
+
+    summaries = load_summaries(profile, sorted(p.parent.name for p in (ckpt_root(profile) / "eval").glob("*/summary.json"))) if summaries is None else summaries  # fmt: skip
+    base = summaries.get(baseline)
+    rows = []
+    for name, s in summaries.items():
+        run = _run_dir_of(profile, s.get("source", ""), name)
+        config = json.loads((run / "config.json").read_text()) if run and (run / "config.json").exists() else {}
+        metrics = read_jsonl(run / "metrics.jsonl") if run and (run / "metrics.jsonl").exists() else []
+        zero = [r["zero_std_frac"] for r in metrics if isinstance(r.get("zero_std_frac"), (int, float))]
+        diff = {}
+        if base is not None and name != baseline:
+            pa = {r["task_id"]: r["c"] / r["n"] for r in s["per_task"]}
+            pb = {r["task_id"]: r["c"] / r["n"] for r in base["per_task"]}
+            common = [t for t in pa if t in pb]
+            if common:
+                diff = paired_difference([pa[t] for t in common], [pb[t] for t in common], iters=iters, seed=seed)
+        classes = eval_classes(profile, name, s)
+        rows.append({"checkpoint": name, "algorithm": algorithm_of(config) if config else name,
+                     "pass@1": s["pass@1"], "ci_low": s["ci_low"], "ci_high": s["ci_high"],
+                     "diff_vs_baseline": diff.get("diff", math.nan), "diff_ci_low": diff.get("ci_low", math.nan),
+                     "diff_ci_high": diff.get("ci_high", math.nan), "avg_tokens": s.get("avg_tokens", math.nan),
+                     "train_min": wall_time_s(metrics) / 60 if metrics else math.nan,
+                     "zero_std_frac": float(np.mean(zero)) if zero else math.nan,
+                     **{f"eval_{c}": classes.get(c, math.nan) for c in CLASSES}})  # fmt: skip
+    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+
+
+def _run_dir_of(profile: str, source: str, name: str) -> Path | None:
+    """The run directory a checkpoint came from: its source path if that is a run dir, else checkpoints/<profile>/<name>."""
+    from codelib.params import resolve
+
+    for cand in (resolve(source) if source else None, ckpt_root(profile) / name):
+        if cand is not None and cand.is_dir() and (cand / "config.json").exists():
+            return cand
+    return None
+
+
+def comparison_markdown(profile: str, df: pd.DataFrame, baseline: str = "sft") -> str:
+    """The comparison of algorithms as Markdown (percentages; Δ paired over the same tasks)."""
+
+    def num(x, fmt):
+        return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else fmt.format(x)
+
+    head = ["checkpoint", "algorithm", "pass@1 [95% CI]", f"Δ vs {baseline} [95% CI]", "avg tokens", "train min",
+            "zero-var groups", "wrong / runtime / syntax / timeout"]  # fmt: skip
+    lines = [f"# Algorithms compared ({profile})", "",
+             "Held-out pass@1 (%) with its 95% bootstrap interval over tasks; Δ is paired over the same tasks; avg "
+             "tokens of the eval samples; train min: training wall time; zero-var groups: the mean share of a "
+             "step's groups whose rewards were all equal (no signal; '-' for one sample per task); the last column: "
+             "% of eval samples in each failing verdict class.", "",
+             "| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]  # fmt: skip
+    for r in df.to_dict("records"):
+        delta = "-"
+        if not math.isnan(r["diff_vs_baseline"]):
+            delta = (
+                f"{100 * r['diff_vs_baseline']:+.1f} [{100 * r['diff_ci_low']:+.1f}, {100 * r['diff_ci_high']:+.1f}]"
+            )
+        fails = " / ".join(num(100 * r[f"eval_{c}"], "{:.0f}") for c in CLASSES[1:])
+        cells = [r["checkpoint"], r["algorithm"], f"{_pct(r['pass@1'])} [{_pct(r['ci_low'])}, {_pct(r['ci_high'])}]",
+                 delta, num(r["avg_tokens"], "{:.1f}"), num(r["train_min"], "{:.1f}"),
+                 num(100 * r["zero_std_frac"], "{:.0f}%"), fails]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_comparison(profile: str, summaries: dict[str, dict] | None = None, baseline: str = "sft",
+                     out: Path | None = None) -> pd.DataFrame:  # fmt: skip
+    """reports/<profile>/comparison.csv and comparison.md: every evaluated checkpoint of the profile (pipeline stages
+    and variants) in one table (`comparison_frame`)."""
+    df = comparison_frame(profile, summaries, baseline)
+    out = out or reports_root() / profile
+    atomic_write_text(out / "comparison.csv", df.to_csv(index=False))
+    atomic_write_text(out / "comparison.md", comparison_markdown(profile, df, baseline))
+    return df
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m codelib.reports EVAL_PARAMS.yaml`: evaluate the checkpoints of an eval params file (their results
+    table under reports/<profile>/<file stem>/, so the profile's own results.md is left alone), then write the
+    comparison of every evaluated checkpoint, reports/<profile>/comparison.md."""
+    import sys
+
+    from codelib import evaluator
+    from codelib.params import main_config
+
+    argv = sys.argv[1:] if argv is None else argv
+    cfg = main_config(evaluator.EvalConfig, argv)
+    evaluator.evaluate(cfg, reports=reports_root() / cfg.profile / Path(argv[0]).stem)
+    df = write_comparison(cfg.profile, baseline=cfg.baseline or "sft")
+    print(comparison_markdown(cfg.profile, df, cfg.baseline or "sft"))
+
+
+if __name__ == "__main__":
+    main()

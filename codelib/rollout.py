@@ -9,13 +9,14 @@ alone, so a resumed run sees the batches an uninterrupted one would have.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from dataclasses import dataclass
 
 import torch
 
-from codelib import rewards, sandbox
+from codelib import metrics, rewards, sandbox
 from codelib.generation import encode_prompts, generate, stops_for
 from codelib.tasks import tasks_to_rows
 
@@ -33,6 +34,7 @@ class Rollouts:
     terms: dict[str, list]  # reward term name -> [N] values (None where a term does not apply)
     generate_s: float
     sandbox_s: float
+    classes: list[str] = dataclasses.field(default_factory=list)  # [N] metrics.VERDICT_CLASSES of each verdict
 
 
 def batch_tasks(tasks: list, batch_size: int, step: int, seed: int) -> list:
@@ -76,7 +78,67 @@ def rollout(model, tokenizer, tasks: list, n_per_task: int, cfg, seed: int, rewa
         terms=terms,
         generate_s=t1 - t0,
         sandbox_s=t2 - t1,
+        classes=[metrics.verdict_class(v) for v in verdicts],
     )
+
+
+def select(ro: Rollouts, rows: list[int]) -> Rollouts:
+    """The rollouts of the given rows (in that order); times stay the whole batch's."""
+    out = {}
+    for f in dataclasses.fields(ro):
+        v = getattr(ro, f.name)
+        if isinstance(v, torch.Tensor):
+            out[f.name] = v[torch.tensor(rows, dtype=torch.long)] if rows else v[:0]
+        elif isinstance(v, dict):
+            out[f.name] = {k: [vals[i] for i in rows] for k, vals in v.items()}
+        elif isinstance(v, list):
+            out[f.name] = [v[i] for i in rows]
+        else:
+            out[f.name] = v
+    return Rollouts(**out)
+
+
+def concat(parts: list[Rollouts]) -> Rollouts:
+    """Several rollouts as one batch (rows in order); times add up."""
+    first, out = parts[0], {}
+    for f in dataclasses.fields(first):
+        vals = [getattr(p, f.name) for p in parts]
+        if isinstance(vals[0], torch.Tensor):
+            out[f.name] = torch.cat(vals)
+        elif isinstance(vals[0], dict):
+            out[f.name] = {k: [x for v in vals for x in v[k]] for k in vals[0]}
+        elif isinstance(vals[0], list):
+            out[f.name] = [x for v in vals for x in v]
+        else:
+            out[f.name] = sum(vals)
+    return Rollouts(**out)
+
+
+def fill_dynamic(first: Rollouts, more, n_per_task: int, groups_wanted: int, max_refills: int):
+    """DAPO's dynamic sampling: keep the groups whose rewards vary, refill from `more(r)` (fresh rollouts for
+    refill r = 1, 2, ...) until `groups_wanted` groups are kept or `max_refills` are spent; a batch still short is
+    topped up with dropped groups (they add no gradient, and every rank keeps the same batch shape).
+    Returns the batch and its stats: groups_dropped (zero-variance groups), groups_seen, refills, groups_short."""
+    from codelib.advantages import zero_std_groups
+
+    kept, dropped, ro, refills, gen_s, sandbox_s = [], [], first, 0, 0.0, 0.0
+    while True:
+        gen_s, sandbox_s = gen_s + ro.generate_s, sandbox_s + ro.sandbox_s
+        flat = zero_std_groups(ro.rewards, n_per_task).tolist()
+        for g, zero in enumerate(flat):
+            rows = list(range(g * n_per_task, (g + 1) * n_per_task))
+            (dropped if zero else kept).append(select(ro, rows))
+        if len(kept) >= groups_wanted or refills >= max_refills:
+            break
+        refills += 1
+        ro = more(refills)
+    short = max(0, groups_wanted - len(kept))
+    batch = dataclasses.replace(
+        concat((kept + dropped[:short])[:groups_wanted]), generate_s=gen_s, sandbox_s=sandbox_s
+    )
+    stats = {"groups_dropped": float(len(dropped)), "groups_seen": float(len(kept) + len(dropped)),
+             "refills": float(refills), "groups_short": float(short)}  # fmt: skip
+    return batch, stats
 
 
 def term_means(ro: Rollouts) -> dict[str, float]:
@@ -92,7 +154,7 @@ def sample_rows(ro: Rollouts, step: int, advantages: torch.Tensor | None = None)
         row = {"step": step, "task_id": task.task_id, "completion": text, "reward": round(float(ro.rewards[i]), 6),
                "rewards": {k: None if v[i] is None else round(v[i], 6) for k, v in ro.terms.items()},
                "passed": bool(ro.passed[i]), "test_fraction": round(float(ro.test_fraction[i]), 6),
-               "tokens": int(ro.lengths[i])}  # fmt: skip
+               "tokens": int(ro.lengths[i]), "verdict": ro.classes[i] if ro.classes else None}  # fmt: skip
         if advantages is not None:
             row["advantage"] = round(float(advantages[i]), 6)
         rows.append(row)

@@ -214,14 +214,19 @@ register(
 register(
     "07_plots",
     "07 · Plots and tables",
-    "Training curves of every stage, pass@1 per checkpoint with 95% intervals, the length–accuracy trade-off, pass@k "
-    "curves, a per-task heat map and the results table. In: checkpoints/<profile>/. Out: reports/<profile>/figures/"
-    "*.png; the results table is the eval stage's (reports/<profile>/results.md), shown here.",
+    "Training curves of every stage (with the execution telemetry: verdict classes of the rollouts, zero-variance "
+    "groups, the sandbox's share of a step), held-out pass@1 during training beside the training pass rate, pass@1 "
+    "per checkpoint with 95% intervals, the verdict classes of the eval samples, the length–accuracy trade-off, pass@k "
+    "curves, a per-task heat map, the results table and the comparison of algorithms. In: checkpoints/<profile>/. Out: "
+    "reports/<profile>/figures/*.png and reports/<profile>/comparison.md / .csv; the results table is the eval "
+    "stage's (reports/<profile>/results.md), shown here.",
     "codelib.reports.PlotsConfig",
     "07_plots.yaml",
     [
         "from IPython.display import Markdown, display\nfrom codelib import reports\n\npaths = reports.make_all(cfg)",
         "display(Markdown(reports.reports_root().joinpath(cfg.profile, 'results.md').read_text()))",
+        "## Every algorithm evaluated on this profile (pipeline stages and variants)",
+        "comparison = reports.write_comparison(cfg.profile)\ndisplay(Markdown(reports.reports_root().joinpath(cfg.profile, 'comparison.md').read_text()))",
     ],
 )
 register(

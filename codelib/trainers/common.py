@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import random
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,8 @@ from accelerate import Accelerator
 from accelerate.utils import gather_object
 
 from codelib import checkpoints, metrics, rewards, rollout
+from codelib.advantages import KL_ESTIMATORS, zero_std_groups
+from codelib.generation import generate, stops_for
 from codelib.models import DEFAULT_TARGETS, add_lora, save_adapter
 from codelib.params import atomic_write_json, config_to_dict, run_dir
 from codelib.tasks import load_tasks
@@ -82,6 +85,109 @@ class SamplingConfig(StageConfig):
         if self.temperature <= 0:
             raise ValueError(f"{type(self).__module__.split('.')[-1]} samples: temperature must be > 0")
         rewards.make_rewards(self.rewards)  # an unknown reward or argument fails here, naming it
+
+
+@dataclass
+class TrainEvalConfig(SamplingConfig):
+    """+ held-out evaluation during training, and which adapter the stage leaves behind."""
+
+    eval_every: int = 0  # held-out pass@1 every N steps (and at the last step); 0 for none
+    eval_split: str = "test"  # the held-out split of `dataset` evaluated during training
+    eval_limit: int = 100  # the first N tasks of eval_split (a fixed subset); 0 for all
+    eval_samples: int = 2  # samples per eval task (T 0.8, seed 1234, as the eval stage samples)
+    keep: str = "last"  # "last" | "best": the adapter the stage leaves (best: highest eval pass@1, needs eval_every)
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.keep not in ("last", "best"):
+            raise ValueError(f"keep must be 'last' or 'best'; you gave {self.keep!r}")
+        if self.keep == "best" and self.eval_every <= 0:
+            raise ValueError("keep: best picks the adapter by held-out pass@1: set eval_every > 0 (e.g. 25)")
+        if self.eval_every < 0 or self.eval_limit < 0 or self.eval_samples < 1:
+            raise ValueError("eval_every and eval_limit must be >= 0 and eval_samples >= 1")
+
+
+@dataclass
+class OnlineConfig(TrainEvalConfig):
+    """+ the options every one of our own loops (REINFORCE, PPO) shares: a KL term and dynamic sampling."""
+
+    kl_coef: float = 0.0  # beta: weight of the KL to the start policy (a loss term; REINFORCE++ puts it in the reward)
+    kl_estimator: str = "k3"  # k1 | k2 | k3 (Schulman 2020); k3 is GRPO's
+    dynamic_sampling: bool = False  # DAPO: drop groups whose rewards are all equal, refill from fresh tasks
+    max_refills: int = 4  # dynamic sampling: at most this many extra rollout batches per step
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.kl_estimator not in KL_ESTIMATORS:
+            raise ValueError(f"unknown kl_estimator {self.kl_estimator!r}; use one of {', '.join(KL_ESTIMATORS)}")
+        if self.kl_coef < 0:
+            raise ValueError(f"kl_coef must be >= 0; you gave {self.kl_coef}")
+        if self.dynamic_sampling and getattr(self, "samples_per_task", 1) < 2:
+            raise ValueError("dynamic_sampling drops groups with equal rewards: it needs samples_per_task >= 2")
+        if self.max_refills < 0:
+            raise ValueError(f"max_refills must be >= 0; you gave {self.max_refills}")
+
+
+EVAL_TEMPERATURE, EVAL_SEED = 0.8, 1234  # as params/<profile>/06_eval.yaml samples: two evaluations agree
+
+
+def eval_tasks(cfg: TrainEvalConfig) -> list:
+    """The fixed held-out subset evaluated during training: the first eval_limit tasks of eval_split."""
+    return load_tasks(cfg.dataset, cfg.eval_split)[: cfg.eval_limit or None]
+
+
+def heldout_eval(model, tokenizer, cfg: TrainEvalConfig, tasks: list) -> dict:
+    """Held-out pass@1 of the current policy through the evaluator's scoring and the sandbox: eval_pass@1 with its
+    95% interval over tasks, and the share of each verdict class (eval_verdicts/<class>). RNG states are kept."""
+    from codelib.evaluator import score_completions  # the eval stage's one scoring path
+
+    rows = len(tasks) * cfg.eval_samples
+    with torch.random.fork_rng(devices=[]):
+        comps = generate(model, tokenizer, [t.prompt for t in tasks], n=cfg.eval_samples, temperature=EVAL_TEMPERATURE,
+                         max_new_tokens=cfg.max_new_tokens, batch_size=min(rows, 256), seed=EVAL_SEED,
+                         stop=stops_for(tasks[0]), progress=False)  # fmt: skip
+    score = score_completions(tasks, [[c.text for c in cs] for cs in comps], workers=cfg.workers,
+                              timeout_s=cfg.timeout_s, bootstrap_iters=200, seed=EVAL_SEED)  # fmt: skip
+    return {"eval_pass@1": score["pass@1"], "eval_ci_low": score["ci_low"], "eval_ci_high": score["ci_high"],
+            **metrics.class_shares(score["samples"], "eval_verdicts/")}  # fmt: skip
+
+
+class Keeper:
+    """Evaluation during training and the `keep: last | best` rule, for our loops and TRL's alike: `due(step)`,
+    `evaluate(...)` (also saves the adapter to <run>/best/ when it is the best so far), `finish(...)` (the kept
+    adapter in the run dir, the last one in <run>/last/ when keep is best, kept.json)."""
+
+    def __init__(self, cfg: TrainEvalConfig, out: Path, best: dict | None = None, fresh: bool = True):
+        # a Config without the TrainEvalConfig fields (a loop built on SamplingConfig alone) evaluates nothing
+        self.cfg, self.out, self.best = cfg, out, best
+        self.every, self.keep = getattr(cfg, "eval_every", 0), getattr(cfg, "keep", "last")
+        self.tasks = eval_tasks(cfg) if self.every else []
+        if fresh:  # a run that starts over must not inherit an older run's best adapter
+            shutil.rmtree(out / "best", ignore_errors=True)
+            self.best = None
+
+    def due(self, step: int) -> bool:
+        return bool(self.every) and (step % self.every == 0 or step == self.cfg.steps)
+
+    def evaluate(self, model, tokenizer, step: int) -> dict:
+        res = heldout_eval(model, tokenizer, self.cfg, self.tasks)
+        if self.best is None or res["eval_pass@1"] > self.best["eval_pass@1"]:
+            self.best = {"step": step, "eval_pass@1": res["eval_pass@1"]}
+            save_adapter(model, tokenizer, self.out / "best")
+            atomic_write_json(self.out / "best" / "eval.json", self.best)
+        return {**res, "eval_best": self.best["eval_pass@1"]}
+
+    def finish(self, model, tokenizer) -> None:
+        """The trained adapter into the run dir; with keep: best, the best one there instead (the last in last/)."""
+        save_adapter(model, tokenizer, self.out)
+        kept = {"keep": self.keep, "step": self.cfg.steps}
+        if self.keep == "best" and self.best is not None and (self.out / "best").exists():
+            save_adapter(model, tokenizer, self.out / "last")
+            for f in (self.out / "best").iterdir():
+                if f.is_file() and f.name != "eval.json":
+                    shutil.copy2(f, self.out / f.name)
+            kept = {"keep": "best", **self.best}
+        atomic_write_json(self.out / "kept.json", kept)
 
 
 def trainer_args(cfg: StageConfig, out: Path | None = None) -> dict:
@@ -150,6 +256,8 @@ class OnlineRun:
             metrics.truncate_metrics(self.out / "metrics.jsonl", self.start)
             metrics.truncate_metrics(self.out / "samples.jsonl", self.start)
         self.log = metrics.MetricsLog(self.out, cfg.report_to) if self.acc.is_main_process else None
+        self.keeper = Keeper(cfg, self.out, self.extra.get("best"), fresh=not self.start) if self.acc.is_main_process else None  # fmt: skip
+        self.n_per_task, self.sampling_stats = 1, {}
         if self.start:
             print(f"resuming from step {self.start}")
 
@@ -161,10 +269,25 @@ class OnlineRun:
 
     def rollout(self, step: int, n_per_task: int) -> rollout.Rollouts:
         """This rank's share of the step's tasks, n_per_task completions each, judged and scored."""
+        rank, ranks = self.acc.process_index, self.acc.num_processes
         tasks = rollout.batch_tasks(self.tasks, self.cfg.batch_size, step, self.cfg.seed)
-        mine = tasks[self.acc.process_index :: self.acc.num_processes]
-        seed = self.cfg.seed + step + 7919 * self.acc.process_index
-        return rollout.rollout(self.policy, self.tokenizer, mine, n_per_task, self.cfg, seed, self.reward)
+        mine = tasks[rank::ranks]
+        seed = self.cfg.seed + step + 7919 * rank
+        ro = rollout.rollout(self.policy, self.tokenizer, mine, n_per_task, self.cfg, seed, self.reward)
+        self.n_per_task, self.sampling_stats = n_per_task, {}
+        if not getattr(self.cfg, "dynamic_sampling", False):
+            return ro
+
+        def more(r: int) -> rollout.Rollouts:
+            """Refill r: fresh tasks and seeds, a function of (seed, step, r) alone (a resumed run sees the same)."""
+            fresh = rollout.batch_tasks(self.tasks, self.cfg.batch_size, step, self.cfg.seed + 104_729 * r)[
+                rank::ranks
+            ]
+            return rollout.rollout(self.policy, self.tokenizer, fresh, n_per_task, self.cfg, seed + 15_485_863 * r,
+                                   self.reward)  # fmt: skip
+
+        ro, self.sampling_stats = rollout.fill_dynamic(ro, more, n_per_task, len(mine), self.cfg.max_refills)
+        return ro
 
     def gather(self, t: torch.Tensor) -> torch.Tensor:
         """Concatenate a per-rank tensor over ranks (the identity in one process)."""
@@ -187,18 +310,44 @@ class OnlineRun:
         passed, lengths = self.gather(ro.passed), self.gather(ro.lengths)
         kl = float(self.gather(torch.tensor([row.pop("kl")])).mean())
         samples = rollout.sample_rows(ro, step, advantages)
-        samples = gather_object(samples) if self.acc.num_processes > 1 else samples
+        multi = self.acc.num_processes > 1
+        samples = gather_object(samples) if multi else samples
+        classes = gather_object(list(ro.classes)) if multi else ro.classes
+        telemetry = {**metrics.class_shares(classes), **self._group_stats(all_rewards)}
         dt = time.time() - t0
         if self.acc.is_main_process:
             metrics.append_samples(self.out, samples)
-            self.log.log({"step": step, "loss": row.pop("loss"), "reward_mean": float(all_rewards.mean()),
-                          "reward_std": float(all_rewards.std()) if len(all_rewards) > 1 else 0.0,
-                          "pass_rate": float(passed.mean()), "completion_len": float(lengths.mean()), "kl": kl,
-                          **row, **rollout.term_means(ro), "time_s": dt, "generate_share": ro.generate_s / dt,
-                          "sandbox_share": ro.sandbox_s / dt})  # fmt: skip
+            log_row = {"step": step, "loss": row.pop("loss"), "reward_mean": float(all_rewards.mean()),
+                       "reward_std": float(all_rewards.std()) if len(all_rewards) > 1 else 0.0,
+                       "pass_rate": float(passed.mean()), "completion_len": float(lengths.mean()), "kl": kl,
+                       **row, **rollout.term_means(ro), **telemetry, "time_s": dt,
+                       "generate_share": ro.generate_s / dt, "sandbox_share": ro.sandbox_s / dt}  # fmt: skip
+            if self.keeper.due(step):
+                t_eval = time.time()
+                log_row.update(self.keeper.evaluate(self.policy, self.tokenizer, step))
+                log_row["eval_s"] = time.time() - t_eval
+            self.log.log(log_row)
             if step % self.cfg.save_every == 0 or step == self.cfg.steps:
-                checkpoints.save_checkpoint(self.out, self.policy, self.optimizer, step, extra or {},
-                                            self._unwrapped_heads(), fingerprint=self.fingerprint)  # fmt: skip
+                checkpoints.save_checkpoint(self.out, self.policy, self.optimizer, step,
+                                            {**(extra or {}), "best": self.keeper.best}, self._unwrapped_heads(),
+                                            fingerprint=self.fingerprint)  # fmt: skip
+        if multi and getattr(self.cfg, "eval_every", 0):
+            self.acc.wait_for_everyone()  # the main process evaluated while the others waited
+
+    def _group_stats(self, all_rewards: torch.Tensor) -> dict:
+        """zero_std_frac: the share of the step's groups whose rewards were all equal (with dynamic sampling, of the
+        groups sampled before any was dropped), and the dynamic-sampling counts (summed over ranks)."""
+        if self.n_per_task < 2:
+            return {}
+        if not self.sampling_stats:
+            return {"zero_std_frac": float(zero_std_groups(all_rewards, self.n_per_task).float().mean())}
+        st = self.sampling_stats
+        sums = self.gather(
+            torch.tensor([[st["groups_dropped"], st["groups_seen"], st["refills"], st["groups_short"]]])
+        )
+        dropped, seen, refills, short = sums.sum(0).tolist()
+        return {"zero_std_frac": dropped / max(1.0, seen), "groups_dropped": dropped, "refills": refills,
+                "groups_short": short}  # fmt: skip
 
     def finish(self) -> Path:
         """Every rank's weight checksum, then the trained adapter (+ heads) in the run dir; returns it."""
@@ -206,7 +355,7 @@ class OnlineRun:
         write_rank_checksums(self.policy, self.out)
         if self.acc.is_main_process:
             self.log.close()
-            save_adapter(self.policy, self.tokenizer, self.out)
+            self.keeper.finish(self.policy, self.tokenizer)
             for name, head in self._unwrapped_heads().items():
                 torch.save(head.state_dict(), self.out / f"{name}.pt")
         return self.out

@@ -7,6 +7,13 @@ over the batch's completion tokens. `critic: none` uses batch-normalised rewards
 `critic: value_head` adds a linear value head on the policy's last hidden state, A_t = r - V_t(old)
 (normalised over the batch's tokens), trained with value loss coefficient 0.5 and an entropy bonus 0.01.
 
+Without a critic, `advantage` picks the estimator (`codelib.advantages`): `batch` (above), `group` (GRPO's
+within-task normalisation), `rloo` (leave-one-out), `reinforce_pp` (REINFORCE++, Hu 2025: beta * KL folded into
+the token rewards, returns normalised over the global batch's tokens) or `reinforce_pp_baseline` (the group mean
+subtracted first). `clip_eps_high` > 0 clips the ratio at 1 + clip_eps_high above (DAPO's clip-higher);
+`kl_coef` adds beta * KL to the loss (estimator `kl_estimator`), except under REINFORCE++, where it is in the
+reward; `dynamic_sampling` drops groups whose rewards are all equal and refills from fresh tasks (DAPO).
+
     python -m codelib.trainers.ppo params/tiny/03_ppo.yaml
 """
 
@@ -18,22 +25,29 @@ from pathlib import Path
 
 import torch
 
+from codelib import advantages as adv_lib
+from codelib.advantages import clipped_policy_loss, kl_estimate, masked_mean
 from codelib.logprobs import Batch, kl_to_start, make_batch, reference_logprobs, token_logprobs
 from codelib.params import main_config
 from codelib.rewards import PASS_MINUS_LENGTH
-from codelib.trainers.common import OnlineRun, SamplingConfig
+from codelib.trainers.common import OnlineConfig, OnlineRun
+
+ADVANTAGES = ("batch", "group", "rloo", "reinforce_pp", "reinforce_pp_baseline")
+GROUPED = ("group", "rloo", "reinforce_pp_baseline")  # advantages computed within each task's samples
 
 
 @dataclass
-class Config(SamplingConfig):
+class Config(OnlineConfig):
     stage: str = "ppo"  # run directory name
     rewards: dict[str, float | dict] = field(default_factory=lambda: dict(PASS_MINUS_LENGTH))  # pass - 0.01*tokens/100
     batch_size: int = 8  # tasks per rollout batch
     samples_per_task: int = 1  # completions per task in a batch
     ppo_epochs: int = 4  # passes over each rollout batch
     minibatch_size: int = 0  # completions per gradient step; 0 for the whole batch
-    clip_eps: float = 0.2  # ratio clip range
-    critic: str = "none"  # "none" (batch-normalised rewards) | "value_head"
+    clip_eps: float = 0.2  # ratio clip range (the lower one when clip_eps_high is set)
+    clip_eps_high: float = 0.0  # upper clip, 1 + clip_eps_high (DAPO's clip-higher, e.g. 0.28); 0 for clip_eps
+    critic: str = "none"  # "none" (advantages from rewards, see `advantage`) | "value_head"
+    advantage: str = "batch"  # critic none: batch | group | rloo | reinforce_pp | reinforce_pp_baseline
     value_coef: float = 0.5  # value loss weight (critic: value_head)
     entropy_coef: float = 0.0  # entropy bonus weight (0.01 with the value head in the 7B seed)
     adv_eps: float = 1e-6  # std floor when normalising advantages
@@ -48,6 +62,14 @@ class Config(SamplingConfig):
             raise ValueError("ppo_epochs and batch_size must be positive")
         if self.batch_size * self.samples_per_task < 2 and self.critic == "none":
             raise ValueError("batch-normalised advantages need at least 2 completions per batch")
+        if self.advantage not in ADVANTAGES:
+            raise ValueError(f"advantage must be one of {', '.join(ADVANTAGES)}; you gave {self.advantage!r}")
+        if self.critic == "value_head" and self.advantage != "batch":
+            raise ValueError(f"advantage: {self.advantage} is for critic: none (the value head gives its own A)")
+        if self.advantage in GROUPED and self.samples_per_task < 2:
+            raise ValueError(f"advantage: {self.advantage} compares a task's samples: set samples_per_task >= 2")
+        if self.clip_eps_high < 0:
+            raise ValueError(f"clip_eps_high must be >= 0 (0: the same as clip_eps); you gave {self.clip_eps_high}")
 
 
 def value_head(model) -> dict[str, torch.nn.Module]:
@@ -58,13 +80,7 @@ def value_head(model) -> dict[str, torch.nn.Module]:
     return {"value_head": head}
 
 
-def normalized_advantages(rewards: torch.Tensor, eps: float = 1e-6, batch: torch.Tensor | None = None) -> torch.Tensor:
-    """(r - mean) / (std + eps) over the batch. [N] -> [N]. All-equal rewards give zeros (no signal).
-
-    batch: the whole batch's rewards when this process holds only its shard (several ranks); default `rewards`.
-    """
-    batch = rewards if batch is None else batch
-    return (rewards - batch.mean()) / (batch.std(unbiased=False) + eps)
+normalized_advantages = adv_lib.batch_normalized  # (r - mean) / (std + eps) over the batch; kept for old callers
 
 
 def value_advantages(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, eps: float = 1e-6):
@@ -79,29 +95,30 @@ def value_advantages(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Te
     return (adv - mean) / (std + eps) * mask
 
 
-def clipped_policy_loss(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor, eps: float):
-    """PPO-Clip surrogate, averaged over completion tokens; also the clip fraction and approx KL(old || new).
-
-    logp, logp_old, adv, mask: [N, T-1] (adv may be [N], broadcast over tokens).
-    """
-    if adv.dim() == 1:
-        adv = adv[:, None].expand_as(logp)  # [N, T-1]
-    ratio = torch.exp(logp - logp_old)  # [N, T-1]
-    unclipped = ratio * adv
-    clipped = torch.clamp(ratio, 1 - eps, 1 + eps) * adv
-    per_token = -torch.min(unclipped, clipped)  # [N, T-1]
-    n = mask.sum().clamp(min=1)
-    loss = (per_token * mask).sum() / n
-    with torch.no_grad():
-        clip_frac = (((ratio - 1).abs() > eps).float() * mask).sum() / n
-        log_ratio = logp - logp_old
-        approx_kl = (((ratio - 1) - log_ratio) * mask).sum() / n  # k3 estimator, >= 0
-    return loss, float(clip_frac), float(approx_kl)
-
-
 def value_loss_of(values: torch.Tensor, rewards: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean squared error of V_t against the terminal reward over completion tokens. [N, T-1], [N] -> scalar."""
     return (((values - rewards[:, None]) ** 2) * mask).sum() / mask.sum().clamp(min=1)
+
+
+def advantages_of(cfg: Config, rewards, logp_old, ref_logp, mask, run) -> torch.Tensor:
+    """The critic-free advantages `cfg.advantage` names: [N], or [N, T-1] for REINFORCE++'s per-token ones."""
+    g = cfg.samples_per_task
+    if cfg.advantage == "group":
+        return adv_lib.group_normalized(rewards, g, cfg.adv_eps)
+    if cfg.advantage == "rloo":
+        return adv_lib.rloo(rewards, g)
+    if cfg.advantage.startswith("reinforce_pp"):
+        kl = adv_lib.kl_estimate(logp_old, ref_logp, cfg.kl_estimator)  # [N, T-1] (no gradient: both detached)
+        group = g if cfg.advantage == "reinforce_pp_baseline" else 0
+        stats = None
+        if run.acc.num_processes > 1:  # normalise with the global batch's token statistics
+            ret = adv_lib.reinforce_pp_returns(rewards, kl, mask, cfg.kl_coef, group)
+            s = run.gather(torch.stack([(ret * mask).sum(), (ret**2 * mask).sum(), mask.sum()])[None].cpu()).sum(0)
+            mean = float(s[0] / s[2].clamp(min=1))
+            stats = (mean, max(float(s[1] / s[2].clamp(min=1)) - mean**2, 0.0) ** 0.5)
+        adv = adv_lib.reinforce_pp(rewards, kl, mask, cfg.kl_coef, cfg.adv_eps, group, batch_stats=stats)
+        return adv
+    return adv_lib.batch_normalized(rewards, cfg.adv_eps, run.gather(rewards.cpu()).to(rewards.device))
 
 
 def train(cfg: Config) -> Path:
@@ -125,11 +142,13 @@ def train(cfg: Config) -> Path:
                 logp_old = token_logprobs(run.model, batch)  # [N, T-1]
             ref_logp = reference_logprobs(run.policy, batch)
         kl = kl_to_start(logp_old, ref_logp, mask)
-        # advantages: batch-normalised rewards (the whole batch's statistics, over ranks), or r - V_t
+        # advantages: r - V_t, or from the rewards alone (`advantage`; batch statistics over ranks)
         if use_values:
             advantages = value_advantages(rewards, values_old, mask, cfg.adv_eps)  # [N, T-1]
         else:
-            advantages = normalized_advantages(rewards, cfg.adv_eps, run.gather(ro.rewards).to(device))  # [N]
+            advantages = advantages_of(cfg, rewards, logp_old, ref_logp, mask, run)  # [N] or [N, T-1]
+        kl_loss = cfg.kl_coef > 0 and not cfg.advantage.startswith("reinforce_pp")  # REINFORCE++: KL in the reward
+        eps_high = cfg.clip_eps_high or cfg.clip_eps
         # several epochs of the clipped objective over the same rollouts
         run.model.train()
         n = len(ro.completion_ids)
@@ -143,8 +162,10 @@ def train(cfg: Config) -> Path:
                 sub = Batch(batch.input_ids[idx], batch.attention_mask[idx], mask[idx])
                 res = token_logprobs(run.model, sub, with_entropy=need_extra, with_hidden=use_values)
                 logp, ex = res if need_extra else (res, {})
-                loss, clip_frac, approx_kl = clipped_policy_loss(logp, logp_old[idx], advantages[idx], sub.completion_mask, cfg.clip_eps)  # fmt: skip
+                loss, clip_frac, approx_kl = clipped_policy_loss(logp, logp_old[idx], advantages[idx], sub.completion_mask, cfg.clip_eps, eps_high)  # fmt: skip
                 total = loss
+                if kl_loss:
+                    total = total + cfg.kl_coef * masked_mean(kl_estimate(logp, ref_logp[idx], cfg.kl_estimator), sub.completion_mask)  # fmt: skip
                 if use_values:
                     values = run.heads["value_head"](ex["hidden"].float()).squeeze(-1)  # [mb, T-1]
                     v_loss = value_loss_of(values, rewards[idx], sub.completion_mask)

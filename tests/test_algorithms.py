@@ -1,0 +1,421 @@
+"""The algorithms of ../shared/ALGORITHMS.md on hand-made numbers, their params variants on the tiny model, and the
+execution telemetry (verdict classes, zero-variance groups, evaluation during training).
+
+Each math test computes the paper's formula by hand (plain arithmetic on a few numbers) and fails if the code's
+advantage or loss differs. The TRL losses (Dr. GRPO, DAPO, GSPO, CISPO) are TRL 1.16's own `_compute_loss`, called on
+hand-made log-probs through a stand-in trainer.
+"""
+
+import collections
+import json
+import math
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+from codelib import advantages as A
+from codelib import metrics, rollout
+from codelib.params import ParamsError, load_config, load_yaml, read_jsonl
+from codelib.trainers import grpo, ppo, reinforce
+
+ROOT = Path(__file__).resolve().parent.parent
+VARIANTS = ROOT / "params" / "tiny" / "variants"
+
+# ---------------------------------------------------------------------------------------------------------------
+# advantages
+
+
+def test_rloo_leaves_one_out():
+    r = torch.tensor([1.0, 0.0, 0.0, 1.0, 0.5, 0.5, 0.5, 0.5])  # two tasks x G=4
+    # task 1, sample 0: 1 - (0 + 0 + 1)/3 = 2/3; sample 1: 0 - (1 + 0 + 1)/3 = -2/3
+    expect = [2 / 3, -2 / 3, -2 / 3, 2 / 3, 0.0, 0.0, 0.0, 0.0]
+    assert A.rloo(r, 4).tolist() == pytest.approx(expect)
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        A.rloo(r, 1)
+
+
+def test_group_normalised_and_dr_grpo_advantages():
+    r = torch.tensor([1.0, 0.0, 0.0, 0.0])
+    mean, std = 0.25, math.sqrt((0.75**2 + 3 * 0.25**2) / 3)  # TRL: unbiased std within the group
+    assert A.group_normalized(r, 4, eps=0.0).tolist() == pytest.approx([(x - mean) / std for x in r.tolist()])
+    # Dr. GRPO: centred, no std division
+    assert A.group_normalized(r, 4, scale=False).tolist() == pytest.approx([0.75, -0.25, -0.25, -0.25])
+    assert A.batch_normalized(torch.tensor([1.0, 1.0])).tolist() == [0.0, 0.0]
+
+
+def test_kl_estimators_by_hand():
+    logp, ref = torch.tensor([[-1.0, -2.0]]), torch.tensor([[-1.5, -1.0]])
+    log_r = [-0.5, 1.0]  # ref - logp
+    assert A.kl_estimate(logp, ref, "k1")[0].tolist() == pytest.approx([0.5, -1.0])
+    assert A.kl_estimate(logp, ref, "k2")[0].tolist() == pytest.approx([0.125, 0.5])
+    assert A.kl_estimate(logp, ref, "k3")[0].tolist() == pytest.approx([math.exp(x) - 1 - x for x in log_r])
+    with pytest.raises(ValueError, match="k1, k2, k3"):
+        A.kl_estimate(logp, ref, "k4")
+
+
+def test_reinforce_pp_folds_kl_into_rewards_and_normalises_globally():
+    # two completions: 3 tokens and 2 tokens (the last position of row 2 is padding)
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
+    kl = torch.tensor([[0.1, 0.2, 0.3], [0.4, 0.5, 9.9]])
+    beta, r = 0.5, torch.tensor([1.0, 0.0])
+    # token rewards: -beta*kl, + r at the last token; returns are sums from t on
+    row1 = [-0.05 - 0.1 - 0.15 + 1, -0.1 - 0.15 + 1, -0.15 + 1]
+    row2 = [-0.2 - 0.25, -0.25]
+    assert A.reinforce_pp_returns(r, kl, mask, beta)[0].tolist() == pytest.approx(row1)
+    flat = row1 + row2
+    mean = sum(flat) / 5
+    std = math.sqrt(sum((x - mean) ** 2 for x in flat) / 5)  # over all 5 tokens of the batch, not per group
+    adv = A.reinforce_pp(r, kl, mask, beta, eps=0.0)
+    assert adv[0].tolist() == pytest.approx([(x - mean) / std for x in row1], abs=1e-6)
+    assert adv[1, :2].tolist() == pytest.approx([(x - mean) / std for x in row2], abs=1e-6)
+    assert adv[1, 2] == 0
+    # -baseline: the group mean of r (0.5) subtracted first
+    base = A.reinforce_pp_returns(r, kl, mask, beta, group_size=2)
+    assert base[0, 2] == pytest.approx(-0.15 + 0.5) and base[1, 1] == pytest.approx(-0.25 - 0.5)
+
+
+def test_clip_higher_lets_the_upper_side_grow():
+    mask = torch.ones(1, 2)
+    logp_old = torch.zeros(1, 2)
+    logp = torch.log(torch.tensor([[1.25, 0.75]]))
+    adv = torch.tensor([[1.0, -1.0]])
+    # symmetric 0.2: token 1 min(1.25, 1.2) = 1.2; token 2 (A < 0): -min(-0.75, -0.8) = 0.8 -> loss (-1.2 + 0.8) / 2
+    loss, frac, _ = A.clipped_policy_loss(logp, logp_old, adv, mask, 0.2)
+    assert float(loss.detach()) == pytest.approx((-1.2 + 0.8) / 2) and frac == 1.0
+    # clip-higher 0.2 / 0.28: 1.25 < 1.28 is no longer clipped
+    loss, frac, _ = A.clipped_policy_loss(logp, logp_old, adv, mask, 0.2, 0.28)
+    assert float(loss.detach()) == pytest.approx((-1.25 + 0.8) / 2) and frac == 0.5
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# dynamic sampling, verdict classes
+
+
+def _fake_rollouts(rewards: list[float], tag: str) -> rollout.Rollouts:
+    n = len(rewards)
+    return rollout.Rollouts(tasks=[tag] * n, prompt_ids=[[1]] * n, completion_ids=[[2]] * n, texts=[f"{tag}{i}" for i in range(n)],
+                            passed=torch.tensor(rewards), test_fraction=torch.tensor(rewards), lengths=torch.ones(n),
+                            rewards=torch.tensor(rewards), terms={"pass_reward": list(rewards)}, generate_s=1.0,
+                            sandbox_s=0.5, classes=["passed" if x else "wrong_answer" for x in rewards])  # fmt: skip
+
+
+def test_dynamic_sampling_drops_flat_groups_and_refills():
+    first = _fake_rollouts([1, 1, 0, 1, 0, 0], "a")  # G=2: groups (1,1) flat, (0,1) varied, (0,0) flat
+    refills = {1: _fake_rollouts([1, 0, 1, 1, 0, 0], "b"), 2: _fake_rollouts([0, 1, 0, 0, 0, 0], "c")}
+    batch, st = rollout.fill_dynamic(first, refills.__getitem__, 2, groups_wanted=3, max_refills=4)
+    assert batch.texts == ["a2", "a3", "b0", "b1", "c0", "c1"]  # the three varied groups, in order
+    assert st == {"groups_dropped": 6.0, "groups_seen": 9.0, "refills": 2.0, "groups_short": 0.0}
+    assert batch.generate_s == 3.0 and batch.sandbox_s == 1.5  # every rollout's time counts
+    # refills spent: the batch keeps its size with dropped groups (no gradient from them)
+    batch, st = rollout.fill_dynamic(first, refills.__getitem__, 2, groups_wanted=3, max_refills=0)
+    assert batch.texts == ["a2", "a3", "a0", "a1", "a4", "a5"] and st["groups_short"] == 2.0
+    assert A.zero_std_groups(torch.tensor([1.0, 1, 0, 1]), 2).tolist() == [True, False]
+
+
+def test_verdict_classes_from_sandbox_verdicts():
+    rows = [
+        {"status": "passed", "passed": True, "detail": ""},
+        {"status": "failed", "passed": False, "detail": "line 2: assert f(1) == 2: AssertionError"},
+        {"status": "failed", "passed": False, "detail": "only 3 of 6 asserts passed"},
+        {
+            "status": "failed",
+            "passed": False,
+            "detail": "line 2: assert f(1) == 2: ZeroDivisionError: division by zero",
+        },
+        {"status": "error", "passed": False, "detail": "SyntaxError: '(' was never closed (line 3)"},
+        {"status": "timeout", "passed": False, "detail": "wall-time limit exceeded"},
+        {"status": "failed", "passed": False, "detail": "case 1: wrong answer: expected 3"},
+    ]
+    got = [metrics.verdict_class(r) for r in rows]
+    assert got == [
+        "passed",
+        "wrong_answer",
+        "wrong_answer",
+        "runtime_error",
+        "syntax_error",
+        "timeout",
+        "wrong_answer",
+    ]
+    shares = metrics.class_shares(rows)
+    assert shares["verdicts/wrong_answer"] == pytest.approx(3 / 7) and sum(shares.values()) == pytest.approx(1)
+    assert metrics.class_shares([]) == {}
+
+
+@pytest.mark.slow
+def test_verdict_classes_of_real_sandbox_verdicts():
+    from codelib import sandbox
+    from codelib.tasks import load_tasks
+
+    t = load_tasks("synthetic", "test")[0]
+    codes = [
+        t.canonical_solution,
+        "    return None\n",
+        "    return 1 / 0\n",
+        "    return (\n",
+        "    while True: pass\n",
+    ]
+    verdicts = sandbox.check([t] * len(codes), codes, workers=2, timeout_s=1.0)
+    assert [metrics.verdict_class(v) for v in verdicts] == list(metrics.VERDICT_CLASSES)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# TRL's GRPO losses on hand-made numbers
+
+
+def _trl_loss(loss_type: str, logp, old, adv, mask, eps=0.2, eps_high=None, level="token", max_len=4):
+    """TRL's own GRPOTrainer._compute_loss on given log-probs (a stand-in trainer holds only what it reads)."""
+    from trl import GRPOTrainer
+
+    acc = types.SimpleNamespace(num_processes=1, sync_gradients=True, gather=lambda x: x, gather_for_metrics=lambda x: x,
+                                reduce=lambda x, reduction="sum": x)  # fmt: skip
+    fake = types.SimpleNamespace(
+        loss_type=loss_type, importance_sampling_level=level, epsilon_low=eps,
+        epsilon_high=eps if eps_high is None else eps_high, beta=0.0, top_entropy_quantile=1.0,
+        aux_loss_enabled=False, off_policy_mask_threshold=None, use_vllm=False, max_completion_length=max_len,
+        current_gradient_accumulation_steps=1, accelerator=acc, model=types.SimpleNamespace(training=True),
+        _entropy_bonus_enabled=False, _metrics=collections.defaultdict(lambda: collections.defaultdict(list)),
+        args=types.SimpleNamespace(delta=None, use_bias_correction_kl=False, steps_per_generation=1),
+        _get_per_token_logps_and_entropies=lambda *a, **k: (logp, torch.zeros_like(logp), None),
+    )  # fmt: skip
+    b, t = logp.shape
+    inputs = {"prompt_ids": torch.zeros(b, 1, dtype=torch.long), "prompt_mask": torch.ones(b, 1, dtype=torch.long),
+              "completion_ids": torch.zeros(b, t, dtype=torch.long), "completion_mask": mask,
+              "advantages": adv, "old_per_token_logps": old, "num_items_in_batch": mask.sum()}  # fmt: skip
+    return GRPOTrainer._compute_loss(fake, None, inputs)
+
+
+_LOGP = [[-1.0, -0.5, -2.0], [-0.3, -1.2, -0.7]]
+_OLD = [[-1.2, -0.4, -2.0], [-0.3, -1.0, -0.9]]
+_MASK = [[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]]
+_ADV = [1.0, -1.0]
+
+
+def _ratios():
+    return [[math.exp(a - b) for a, b in zip(x, y, strict=True)] for x, y in zip(_LOGP, _OLD, strict=True)]
+
+
+def _ppo_token(rho, a, lo, hi):
+    return -min(rho * a, min(max(rho, 1 - lo), 1 + hi) * a)
+
+
+def _tensors():
+    logp = torch.tensor(_LOGP, requires_grad=True)
+    return logp, torch.tensor(_OLD), torch.tensor(_ADV), torch.tensor(_MASK)
+
+
+def test_trl_dr_grpo_loss_divides_by_a_constant():
+    logp, old, adv, mask = _tensors()
+    loss = _trl_loss("dr_grpo", logp, old, adv, mask, max_len=4)
+    tokens = [_ppo_token(r, _ADV[i], 0.2, 0.2) for i, row in enumerate(_ratios()) for r, m in zip(row, _MASK[i], strict=True) if m]  # fmt: skip
+    assert float(loss.detach()) == pytest.approx(
+        sum(tokens) / (2 * 4)
+    )  # sum over tokens / (G * max_completion_length)
+
+
+def test_trl_dapo_loss_is_token_level_with_clip_higher():
+    logp, old, adv, mask = _tensors()
+    loss = _trl_loss("dapo", logp, old, adv, mask, eps=0.2, eps_high=0.28)
+    tokens = [_ppo_token(r, _ADV[i], 0.2, 0.28) for i, row in enumerate(_ratios()) for r, m in zip(row, _MASK[i], strict=True) if m]  # fmt: skip
+    assert float(loss.detach()) == pytest.approx(sum(tokens) / 5)  # every token of the batch weighs the same
+    assert _ratios()[0][0] > 1.2  # this token is clipped at 1.2 without clip-higher, not at 1.28
+    sym = _trl_loss("dapo", *_tensors()[:1], old, adv, mask, eps=0.2, eps_high=0.2)
+    assert float(sym.detach()) != pytest.approx(float(loss.detach()))
+
+
+def test_trl_gspo_uses_one_length_normalised_ratio_per_sequence():
+    logp, old, adv, mask = _tensors()
+    eps, eps_high = 3e-4, 4e-4
+    loss = _trl_loss("grpo", logp, old, adv, mask, eps=eps, eps_high=eps_high, level="sequence")
+    seq = []
+    for i in range(2):
+        n = sum(_MASK[i])
+        s = math.exp(sum((a - b) * m for a, b, m in zip(_LOGP[i], _OLD[i], _MASK[i], strict=True)) / n)
+        seq.append(_ppo_token(s, _ADV[i], eps, eps_high))  # s_i = (pi/pi_old)^(1/|y|), clipped at sequence level
+    assert float(loss.detach()) == pytest.approx(sum(seq) / 2, rel=1e-4)  # float32
+    # the gradient flows through s_i only for the unclipped sequence
+    loss.backward()
+    assert logp.grad is not None
+
+
+def test_trl_cispo_clips_and_detaches_the_weight_every_token_keeps_a_gradient():
+    logp, old, adv, mask = _tensors()
+    cap = 1.1
+    loss = _trl_loss("cispo", logp, old, adv, mask, eps_high=cap)
+    w = [[min(r, cap) for r in row] for row in _ratios()]
+    expect = -sum(w[i][t] * _ADV[i] * _LOGP[i][t] * _MASK[i][t] for i in range(2) for t in range(3)) / 5
+    assert float(loss.detach()) == pytest.approx(expect)
+    loss.backward()
+    # d/dlogp of -sg(w) * A * logp / n_tokens = -w * A / n: clipped tokens too (PPO-clip would zero them)
+    grad = [[-w[i][t] * _ADV[i] * _MASK[i][t] / 5 for t in range(3)] for i in range(2)]
+    assert logp.grad.tolist() == [pytest.approx(g) for g in grad]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# configs name the fix
+
+
+def test_bad_options_name_the_fix():
+    with pytest.raises(ValueError, match="kl_estimator"):
+        reinforce.Config(kl_estimator="k4")
+    with pytest.raises(ValueError, match="samples_per_task >= 2"):
+        reinforce.Config(baseline="rloo", samples_per_task=1)
+    with pytest.raises(ValueError, match="samples_per_task >= 2"):
+        reinforce.Config(dynamic_sampling=True, samples_per_task=1)
+    with pytest.raises(ValueError, match="eval_every"):
+        ppo.Config(keep="best")
+    with pytest.raises(ValueError, match="critic: none"):
+        ppo.Config(critic="value_head", advantage="rloo")
+    with pytest.raises(ValueError, match="advantage must be one of"):
+        ppo.Config(advantage="gae")
+    with pytest.raises(ValueError, match="TRL 1.16 has"):
+        grpo.Config(loss_type="drgrpo")
+    with pytest.raises(ValueError, match="sequence"):
+        grpo.Config(importance_sampling_level="seq")
+
+
+def test_grpo_variants_reach_trl_config():
+    args = grpo.grpo_args(load_config(grpo.Config, VARIANTS / "04_grpo_gspo.yaml"), "/tmp/x")
+    assert (args.importance_sampling_level, args.loss_type, args.epsilon, args.epsilon_high) == ("sequence", "grpo", 3e-4, 4e-4)  # fmt: skip
+    args = grpo.grpo_args(load_config(grpo.Config, VARIANTS / "04_grpo_cispo.yaml"), "/tmp/x")
+    assert (args.loss_type, args.epsilon_high) == ("cispo", 5.0)
+    args = grpo.grpo_args(load_config(grpo.Config, VARIANTS / "04_grpo_dr_grpo.yaml"), "/tmp/x")
+    assert (args.loss_type, args.scale_rewards) == ("dr_grpo", "none")
+    args = grpo.grpo_args(load_config(grpo.Config, VARIANTS / "04_grpo_dapo.yaml"), "/tmp/x")
+    assert (args.loss_type, args.epsilon_high, args.mask_truncated_completions) == ("dapo", 0.28, True)
+    assert (
+        grpo.grpo_args(load_config(grpo.Config, ROOT / "params/tiny/04_grpo.yaml"), "/tmp/x").epsilon_high is None
+    )  # TRL: = epsilon
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# every variant runs on the tiny model and changes the adapter
+
+MODULES = {"02": reinforce, "03": ppo, "04": grpo}
+# shrunk so that each variant takes a few seconds: 1 step, 4 tasks x 4 samples, 16 new tokens; the length term
+# makes rewards differ within a group even where the barely trained test policy passes nothing
+SMALL = dict(profile="test", steps=1, max_new_tokens=16, save_every=1, report_to="none", limit=32, threads=1,
+             learning_rate=1e-2, rewards={"pass": 1.0, "length": {"alpha": 1.0}})  # fmt: skip
+
+
+def _variant_config(path: Path, tiny_sft, **extra):
+    mod = MODULES[path.name[:2]]
+    shrink = dict(SMALL, init=str(tiny_sft), stage=f"v_{path.stem}", **extra)
+    if mod is grpo:  # 2 steps of fresh generations: at the first, every completion of the barely trained policy may
+        # hit the length cap alike (no reward variance); the ratio math of num_iterations > 1 is tested above by hand
+        shrink.update(prompts_per_step=4, num_generations=4, steps=2, num_iterations=1)
+    else:
+        shrink.update(batch_size=4, samples_per_task=4 if load_yaml(path)["samples_per_task"] > 1 else 1)
+    if mod is ppo:
+        shrink.update(ppo_epochs=1)
+    return mod, load_config(mod.Config, path, **shrink)
+
+
+def _lora_b_sum(run) -> float:
+    from safetensors.torch import load_file
+
+    return sum(
+        float(v.abs().sum()) for k, v in load_file(str(run / "adapter_model.safetensors")).items() if "lora_B" in k
+    )
+
+
+ALGORITHM_VARIANTS = sorted(p.name for p in VARIANTS.glob("0[234]_*.yaml") if "eval_best" not in p.name)
+
+
+# the TRL path of evaluation during training rides along one GRPO variant (4 tasks, 1 sample: seconds)
+GRPO_EVAL = dict(eval_every=2, eval_limit=4, eval_samples=1, keep="best")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ALGORITHM_VARIANTS)
+def test_variant_runs_and_changes_the_adapter(name, tiny_sft):
+    mod, cfg = _variant_config(VARIANTS / name, tiny_sft, **(GRPO_EVAL if name == "04_grpo_dapo.yaml" else {}))
+    run = mod.train(cfg)
+    rows = read_jsonl(run / "metrics.jsonl")
+    if cfg.eval_every:
+        assert 0 <= rows[-1]["eval_pass@1"] <= 1 and json.loads((run / "kept.json").read_text())["keep"] == "best"
+    assert [r["step"] for r in rows] == list(range(1, cfg.steps + 1)) and all(math.isfinite(r["loss"]) for r in rows)
+    assert _lora_b_sum(run) > 0  # LoRA B starts at zero
+    assert any(k.startswith("verdicts/") for k in rows[-1]) and "sandbox_share" in rows[-1]
+    if getattr(cfg, "dynamic_sampling", False):
+        assert {"zero_std_frac", "groups_dropped", "refills", "groups_short"} <= set(rows[0])
+
+
+@pytest.mark.slow
+def test_eval_during_training_keeps_the_best_and_resumes(tiny_sft):
+    path = VARIANTS / "02_reinforce_eval_best.yaml"
+    _, cfg = _variant_config(path, tiny_sft, eval_every=1, eval_limit=8, eval_samples=1, steps=2)
+    assert cfg.keep == "best"
+    run = reinforce.train(cfg)
+    rows = read_jsonl(run / "metrics.jsonl")
+    assert all(0 <= r["eval_pass@1"] <= 1 and "eval_verdicts/passed" in r for r in rows)
+    kept = json.loads((run / "kept.json").read_text())
+    best = max(rows, key=lambda r: r["eval_pass@1"])  # the first of equals
+    assert kept["keep"] == "best" and kept["step"] == best["step"]
+    assert (run / "last" / "adapter_model.safetensors").exists()
+    if kept["step"] != 2:
+        assert _lora_b_sum(run) != _lora_b_sum(run / "last")
+    # extended by a step: resumes from step 2 with the best so far, evaluates step 3
+    _, longer = _variant_config(path, tiny_sft, eval_every=1, eval_limit=8, eval_samples=1, steps=3)
+    reinforce.train(longer)
+    rows = read_jsonl(run / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert json.loads((run / "kept.json").read_text())["eval_pass@1"] == max(r["eval_pass@1"] for r in rows)
+
+
+def test_variants_are_valid_params():
+    for p in VARIANTS.glob("0[234]_*.yaml"):
+        load_config(MODULES[p.name[:2]].Config, p)
+    with pytest.raises(ParamsError):
+        load_config(reinforce.Config, VARIANTS / "02_reinforce_rloo.yaml", baseline_kind="x")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the comparison table and the telemetry figures, from hand-made run dirs
+
+
+def _summary(name: str, cs: list[int], verdicts: dict) -> dict:
+    per_task = [{"task_id": f"t{i}", "n": 4, "c": c} for i, c in enumerate(cs)]
+    p = sum(c / 4 for c in cs) / len(cs)
+    return {"checkpoint": name, "source": f"checkpoints/tiny/{name}", "pass@1": p, "ci_low": p - 0.1,
+            "ci_high": p + 0.1, "avg_tokens": 11.0, "per_task": per_task, "verdicts": verdicts, "passed": 0.0,
+            "tasks": len(cs)}  # fmt: skip
+
+
+def test_comparison_table_and_telemetry_figures(tmp_path, monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from codelib import reports
+
+    monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "ck"))
+    monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "rep"))
+    root = tmp_path / "ck" / "tiny"
+    summaries = {"sft": _summary("sft", [0, 2, 4, 1], {"passed": 7, "wrong_answer": 9}),
+                 "reinforce_rloo": _summary("reinforce_rloo", [2, 2, 4, 3], {"passed": 11, "syntax_error": 5})}  # fmt: skip
+    for name, s in summaries.items():
+        (root / "eval" / name).mkdir(parents=True)
+        (root / "eval" / name / "summary.json").write_text(json.dumps(s))
+    run = root / "reinforce_rloo"
+    run.mkdir()
+    (run / "config.json").write_text(
+        json.dumps({"stage": "reinforce_rloo", "baseline": "rloo", "samples_per_task": 8})
+    )
+    rows = [{"step": i, "time_s": 30.0, "pass_rate": 0.5, "reward_mean": 0.5, "zero_std_frac": z, "eval_pass@1": 0.4,
+             "eval_ci_low": 0.3, "eval_ci_high": 0.5, "verdicts/wrong_answer": 0.3} for i, z in ((1, 0.5), (2, 0.25))]  # fmt: skip
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    df = reports.write_comparison("tiny")
+    row = df.set_index("checkpoint").loc["reinforce_rloo"]
+    assert row["algorithm"] == "RLOO" and row["train_min"] == pytest.approx(1.0)
+    assert row["zero_std_frac"] == pytest.approx(0.375) and row["diff_vs_baseline"] == pytest.approx(0.25)
+    assert row["eval_syntax_error"] == pytest.approx(5 / 16)
+    md = (tmp_path / "rep" / "tiny" / "comparison.md").read_text()
+    assert "| reinforce_rloo | RLOO | 68.8 [58.8, 78.8] | +25.0 [" in md
+    figs = {"eval_during_training": reports.plot_eval_during_training("tiny", ["reinforce_rloo"]),
+            "verdict_classes": reports.plot_verdict_classes("tiny", summaries),
+            "training_curves": reports.plot_training_curves("tiny", ["reinforce_rloo"])}  # fmt: skip
+    paths = reports.save_figures(figs, tmp_path / "figs", show=False)
+    assert all(p.stat().st_size > 0 for p in paths.values())
+    assert reports.algorithm_of({"stage": "g", "num_generations": 8, "loss_type": "grpo", "importance_sampling_level": "sequence"}) == "GSPO"  # fmt: skip
+    assert reports.algorithm_of({"ppo_epochs": 2, "advantage": "reinforce_pp", "kl_coef": 0.01, "kl_estimator": "k1"}) == "REINFORCE++, KL k1 x0.01"  # fmt: skip
