@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from codelib import advantages as A
-from codelib import metrics, rollout
+from codelib import comparison, metrics, rollout
 from codelib.params import ParamsError, load_config, load_yaml, read_jsonl
 from codelib.trainers import grpo, ppo, reinforce
 
@@ -405,7 +405,7 @@ def test_comparison_table_and_telemetry_figures(tmp_path, monkeypatch):
     rows = [{"step": i, "time_s": 30.0, "pass_rate": 0.5, "reward_mean": 0.5, "zero_std_frac": z, "eval_pass@1": 0.4,
              "eval_ci_low": 0.3, "eval_ci_high": 0.5, "verdicts/wrong_answer": 0.3} for i, z in ((1, 0.5), (2, 0.25))]  # fmt: skip
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    df = reports.write_comparison("tiny")
+    df = comparison.write_comparison("tiny")
     row = df.set_index("checkpoint").loc["reinforce_rloo"]
     assert row["algorithm"] == "RLOO" and row["train_min"] == pytest.approx(1.0)
     assert row["zero_std_frac"] == pytest.approx(0.375) and row["diff_vs_baseline"] == pytest.approx(0.25)
@@ -417,5 +417,5 @@ def test_comparison_table_and_telemetry_figures(tmp_path, monkeypatch):
             "training_curves": reports.plot_training_curves("tiny", ["reinforce_rloo"])}  # fmt: skip
     paths = reports.save_figures(figs, tmp_path / "figs", show=False)
     assert all(p.stat().st_size > 0 for p in paths.values())
-    assert reports.algorithm_of({"stage": "g", "num_generations": 8, "loss_type": "grpo", "importance_sampling_level": "sequence"}) == "GSPO"  # fmt: skip
-    assert reports.algorithm_of({"ppo_epochs": 2, "advantage": "reinforce_pp", "kl_coef": 0.01, "kl_estimator": "k1"}) == "REINFORCE++, KL k1 x0.01"  # fmt: skip
+    assert comparison.algorithm_of({"stage": "g", "num_generations": 8, "loss_type": "grpo", "importance_sampling_level": "sequence"}) == "GSPO"  # fmt: skip
+    assert comparison.algorithm_of({"ppo_epochs": 2, "advantage": "reinforce_pp", "kl_coef": 0.01, "kl_estimator": "k1"}) == "REINFORCE++, KL k1 x0.01"  # fmt: skip

@@ -226,7 +226,7 @@ register(
         "from IPython.display import Markdown, display\nfrom codelib import reports\n\npaths = reports.make_all(cfg)",
         "display(Markdown(reports.reports_root().joinpath(cfg.profile, 'results.md').read_text()))",
         "## Every algorithm evaluated on this profile (pipeline stages and variants)",
-        "comparison = reports.write_comparison(cfg.profile)\ndisplay(Markdown(reports.reports_root().joinpath(cfg.profile, 'comparison.md').read_text()))",
+        "from codelib import comparison\n\ntable = comparison.write_comparison(cfg.profile)\ndisplay(Markdown(reports.reports_root().joinpath(cfg.profile, 'comparison.md').read_text()))",
     ],
 )
 register(

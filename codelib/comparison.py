@@ -1,0 +1,161 @@
+"""The comparison of algorithms on one profile: every evaluated checkpoint (pipeline stages and variants) with what
+it trained (`algorithm_of`, from its config.json), pass@1 with its interval, the paired difference from SFT, mean
+length, wall time, the share of zero-variance groups and the eval's verdict classes; `comparison.md` / `.csv`.
+
+    python -m codelib.comparison params/tiny/variants/06_eval_algorithms.yaml   # evaluate, then the table
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from codelib import evaluator
+from codelib.params import atomic_write_text, main_config, read_jsonl, reports_root
+from codelib.reports import CLASSES, ckpt_root, eval_classes, load_summaries, pct
+
+
+def algorithm_of(config: dict) -> str:
+    """A short name of what a run trained, from its config.json (the options that make the algorithm)."""
+    stage = config.get("stage", "")
+    if "n_candidates" in config:
+        out = "DPO + NLL (RPO)" if "sft" in config.get("loss_type", []) else "DPO"
+    elif "ppo_epochs" in config:
+        adv = config.get("advantage", "batch")
+        out = {"reinforce_pp": "REINFORCE++", "reinforce_pp_baseline": "REINFORCE++-baseline", "rloo": "PPO (RLOO A)",
+               "group": "PPO (group A)"}.get(adv, "PPO (value head)" if config.get("critic") == "value_head" else "PPO")  # fmt: skip
+        if config.get("clip_eps_high"):
+            out += f", clip {config['clip_eps']}/{config['clip_eps_high']}"
+    elif "baseline" in config:  # REINFORCE
+        name = {"rloo": "RLOO", "none": "REINFORCE", "moving_average": "REINFORCE (moving-average baseline)"}
+        out = name.get(config["baseline"], "REINFORCE")
+    elif "num_generations" in config:
+        lt = config.get("loss_type", "dapo")
+        out = {"dr_grpo": "Dr. GRPO", "cispo": "CISPO"}.get(lt, f"GRPO ({lt} loss)")
+        if config.get("importance_sampling_level") == "sequence":
+            out = "GSPO" if lt == "grpo" else out + ", sequence ratio"
+        elif lt == "dapo" and config.get("clip_eps_high"):
+            out = "DAPO (TRL)"
+    else:
+        out = "SFT" if stage == "sft" else stage
+    if config.get("kl_coef"):
+        out += f", KL {config.get('kl_estimator', 'k3')} x{config['kl_coef']}"
+    if config.get("dynamic_sampling"):
+        out += ", dynamic sampling"
+    if config.get("keep") == "best":
+        out += ", keep best"
+    return out
+
+
+def wall_time_s(rows: list[dict]) -> float:
+    """Training time of a run from its metrics.jsonl: TRL's train_runtime where logged, else the sum of step times."""
+    runtime = [r["train_runtime"] for r in rows if isinstance(r.get("train_runtime"), (int, float))]
+    if runtime:
+        return float(max(runtime))
+    return float(sum(r["time_s"] for r in rows if isinstance(r.get("time_s"), (int, float))))
+
+
+COMPARISON_COLUMNS = ["checkpoint", "algorithm", "pass@1", "ci_low", "ci_high", "diff_vs_baseline", "diff_ci_low",
+                      "diff_ci_high", "avg_tokens", "train_min", "zero_std_frac", *[f"eval_{c}" for c in CLASSES]]  # fmt: skip
+
+
+def comparison_frame(profile: str, summaries: dict[str, dict] | None = None, baseline: str = "sft",
+                     iters: int = 1000, seed: int = 0) -> pd.DataFrame:  # fmt: skip
+    """One row per evaluated checkpoint: its algorithm (from the run's config.json), pass@1 with its 95% interval,
+    the paired difference vs `baseline` over the tasks both scored, mean generated tokens, training wall time
+    (minutes), the mean share of zero-variance groups over the run's steps, and the eval verdict classes."""
+    from codelib.stats import paired_difference
+
+    summaries = load_summaries(profile, sorted(p.parent.name for p in (ckpt_root(profile) / "eval").glob("*/summary.json"))) if summaries is None else summaries  # fmt: skip
+    base = summaries.get(baseline)
+    rows = []
+    for name, s in summaries.items():
+        run = _run_dir_of(profile, s.get("source", ""), name)
+        config = json.loads((run / "config.json").read_text()) if run and (run / "config.json").exists() else {}
+        metrics = read_jsonl(run / "metrics.jsonl") if run and (run / "metrics.jsonl").exists() else []
+        zero = [r["zero_std_frac"] for r in metrics if isinstance(r.get("zero_std_frac"), (int, float))]
+        diff = {}
+        if base is not None and name != baseline:
+            pa = {r["task_id"]: r["c"] / r["n"] for r in s["per_task"]}
+            pb = {r["task_id"]: r["c"] / r["n"] for r in base["per_task"]}
+            common = [t for t in pa if t in pb]
+            if common:
+                diff = paired_difference([pa[t] for t in common], [pb[t] for t in common], iters=iters, seed=seed)
+        classes = eval_classes(profile, name, s)
+        rows.append({"checkpoint": name, "algorithm": algorithm_of(config) if config else name,
+                     "pass@1": s["pass@1"], "ci_low": s["ci_low"], "ci_high": s["ci_high"],
+                     "diff_vs_baseline": diff.get("diff", math.nan), "diff_ci_low": diff.get("ci_low", math.nan),
+                     "diff_ci_high": diff.get("ci_high", math.nan), "avg_tokens": s.get("avg_tokens", math.nan),
+                     "train_min": wall_time_s(metrics) / 60 if metrics else math.nan,
+                     "zero_std_frac": float(np.mean(zero)) if zero else math.nan,
+                     **{f"eval_{c}": classes.get(c, math.nan) for c in CLASSES}})  # fmt: skip
+    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+
+
+def _run_dir_of(profile: str, source: str, name: str) -> Path | None:
+    """The run directory a checkpoint came from: its source path if that is a run dir, else checkpoints/<profile>/<name>."""
+    from codelib.params import resolve
+
+    for cand in (resolve(source) if source else None, ckpt_root(profile) / name):
+        if cand is not None and cand.is_dir() and (cand / "config.json").exists():
+            return cand
+    return None
+
+
+def comparison_markdown(profile: str, df: pd.DataFrame, baseline: str = "sft") -> str:
+    """The comparison of algorithms as Markdown (percentages; Δ paired over the same tasks)."""
+
+    def num(x, fmt):
+        return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else fmt.format(x)
+
+    head = ["checkpoint", "algorithm", "pass@1 [95% CI]", f"Δ vs {baseline} [95% CI]", "avg tokens", "train min",
+            "zero-var groups", "wrong / runtime / syntax / timeout"]  # fmt: skip
+    lines = [f"# Algorithms compared ({profile})", "",
+             "Held-out pass@1 (%) with its 95% bootstrap interval over tasks; Δ is paired over the same tasks; avg "
+             "tokens of the eval samples; train min: training wall time; zero-var groups: the mean share of a "
+             "step's groups whose rewards were all equal (no signal; '-' for one sample per task); the last column: "
+             "% of eval samples in each failing verdict class.", "",
+             "| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]  # fmt: skip
+    for r in df.to_dict("records"):
+        delta = "-"
+        if not math.isnan(r["diff_vs_baseline"]):
+            delta = (
+                f"{100 * r['diff_vs_baseline']:+.1f} [{100 * r['diff_ci_low']:+.1f}, {100 * r['diff_ci_high']:+.1f}]"
+            )
+        fails = " / ".join(num(100 * r[f"eval_{c}"], "{:.0f}") for c in CLASSES[1:])
+        cells = [r["checkpoint"], r["algorithm"], f"{pct(r['pass@1'])} [{pct(r['ci_low'])}, {pct(r['ci_high'])}]",
+                 delta, num(r["avg_tokens"], "{:.1f}"), num(r["train_min"], "{:.1f}"),
+                 num(100 * r["zero_std_frac"], "{:.0f}%"), fails]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_comparison(profile: str, summaries: dict[str, dict] | None = None, baseline: str = "sft",
+                     out: Path | None = None) -> pd.DataFrame:  # fmt: skip
+    """reports/<profile>/comparison.csv and comparison.md: every evaluated checkpoint of the profile (pipeline stages
+    and variants) in one table (`comparison_frame`)."""
+    df = comparison_frame(profile, summaries, baseline)
+    out = out or reports_root() / profile
+    atomic_write_text(out / "comparison.csv", df.to_csv(index=False))
+    atomic_write_text(out / "comparison.md", comparison_markdown(profile, df, baseline))
+    return df
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m codelib.comparison EVAL_PARAMS.yaml`: evaluate the checkpoints of an eval params file (their results
+    table under reports/<profile>/<file stem>/, so the profile's own results.md is left alone), then write the
+    comparison of every evaluated checkpoint, reports/<profile>/comparison.md."""
+    argv = sys.argv[1:] if argv is None else argv
+    cfg = main_config(evaluator.EvalConfig, argv)
+    evaluator.evaluate(cfg, reports=reports_root() / cfg.profile / Path(argv[0]).stem)
+    df = write_comparison(cfg.profile, baseline=cfg.baseline or "sft")
+    print(comparison_markdown(cfg.profile, df, cfg.baseline or "sft"))
+
+
+if __name__ == "__main__":
+    main()
