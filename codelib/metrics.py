@@ -33,7 +33,8 @@ def verdict_class(verdict) -> str:
         return "timeout"
     if any(s in detail for s in _SYNTAX):
         return "syntax_error"
-    if status == "failed" and (detail.endswith("AssertionError") or "wrong answer" in detail or " asserts " in detail):
+    assertion = detail.endswith("AssertionError") or ": AssertionError" in detail  # "...: AssertionError (got 3)"
+    if status == "failed" and (assertion or "wrong answer" in detail or " asserts " in detail):
         return "wrong_answer"
     return "runtime_error"
 
