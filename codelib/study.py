@@ -56,8 +56,9 @@ __all__ = ["Run", "Study", "StudyError", "StudyReportConfig", "evaluate_study", 
 
 def stage_sources(stage: str) -> dict[str, str]:
     """The codelib source a training stage runs: its trainer and launch, transitively; the whole sandbox package
-    when any of it is used (its worker, judge and harness run as separate programs, not imports). Plotting and
-    evaluation code is not in it: a change there does not retrain a study."""
+    when any of it is used (its worker, judge and harness run as separate programs, not imports). The evaluator is in
+    it (evaluation during training and `keep: best` score through it); the study's own code and other trainers are
+    not: a change there does not retrain a study."""
     sources = module_sources(f"import {_config_module(stage)}\nimport codelib.launch\n")
     if any(m.startswith("codelib.sandbox") for m in sources):
         pkg = Path(__file__).resolve().parent / "sandbox"
