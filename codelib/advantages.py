@@ -2,7 +2,7 @@
 
 Every function is pure tensor arithmetic, so `tests/test_algorithms.py` checks each one against its paper's formula
 on hand-made numbers. Rows of a batch hold a task's G samples side by side (rows i*G .. i*G+G-1), as
-`rollout.rollout` returns them. Notation as in ../shared/ALGORITHMS.md: rewards r [N], per-token log-probs
+`rollout.rollout` returns them. Notation (the papers are named in the README): rewards r [N], per-token log-probs
 [N, T-1] under the current policy (logp), the policy that sampled (logp_old) and the start policy (ref_logp).
 
 - `rloo`: REINFORCE Leave-One-Out (Kool et al. 2019; Ahmadian et al. 2024): A_i = r_i - mean_{j != i} r_j.

@@ -1,4 +1,4 @@
-"""The algorithms of ../shared/ALGORITHMS.md on hand-made numbers, their params variants on the tiny model, and the
+"""The algorithms of codelib/advantages.py (formulas from their papers) on hand-made numbers, their params variants on the tiny model, and the
 execution telemetry (verdict classes, zero-variance groups, evaluation during training).
 
 Each math test computes the paper's formula by hand (plain arithmetic on a few numbers) and fails if the code's

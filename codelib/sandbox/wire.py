@@ -284,8 +284,7 @@ def output(value, digest_over: int, sha256):
     building the tree first: MBPP+/255's 2M tuples take seconds, not minutes); any other goes through `encode`."""
     if digest_over and _simple(value):
         d = _hash(value, sha256, digest_over)
-        if d is not None:
-            return {"h": d[1]}
+        return {"h": d[1]} if d is not None else encode(value)  # short: the slow path's text is just as short
     enc = encode(value)
     if digest_over and not toleranced(enc):
         d = digest(enc, sha256, digest_over)
