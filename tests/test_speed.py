@@ -83,3 +83,28 @@ def test_our_sampler_draws_from_the_softmax(model):
                               seed=3, stop=(), progress=False)  # fmt: skip
     counts = torch.bincount(torch.tensor([c.ids[0] for c in out[0]]), minlength=32).float() / 2000
     assert (counts - probs).abs().max() < 0.03  # 3 standard errors at p = 0.5 is 0.034
+
+
+def test_sampling_from_a_lora_policy_folds_the_adapter_in_and_puts_the_weights_back(model):
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(5)
+    policy = get_peft_model(LlamaForCausalLM(model.config).eval(), LoraConfig(
+        r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "up_proj"], modules_to_save=["norm"]))  # fmt: skip
+    with torch.no_grad():
+        for name, p in policy.named_parameters():
+            if "lora_B" in name or "modules_to_save" in name:
+                p.add_(torch.randn_like(p) * 0.3)  # an adapter that changes the answers
+    before = {k: (v, v.clone()) for k, v in policy.state_dict(keep_vars=True).items()}
+    ids = torch.tensor([[1, 2, 3, 4, 5]])
+    with torch.no_grad():
+        want = policy(input_ids=ids).logits
+        with generation.merged_lora(policy):
+            got = policy(input_ids=ids).logits
+        with policy.disable_adapter():
+            base = policy(input_ids=ids).logits
+    assert torch.allclose(want, got, atol=1e-5) and not torch.allclose(want, base, atol=1e-3)
+    after = policy.state_dict(keep_vars=True)
+    assert all(
+        after[k] is v and torch.equal(v, copy) for k, (v, copy) in before.items()
+    )  # the same tensors, unchanged
