@@ -15,7 +15,7 @@ without gradient checkpointing (the fastest TRL allows on a CPU).
 `--before` adds our loops as they were before issue 14 (transformers' `model.generate`, padded log-prob forwards) to
 the same run.
 
-    python -m bench.rl [--steps 4] [--rounds 2] [--before] [--only reinforce,grpo]
+    python -m bench.rl [--steps 4] [--rounds 2] [--before] [--only reinforce,grpo] [--threads 2]
 """
 
 from __future__ import annotations
@@ -88,11 +88,11 @@ def trl_settings(bf16: bool, checkpointing: bool):
         grpo.grpo_args = original
 
 
-def trainers(init: str, steps: int, before: bool) -> dict:
+def trainers(init: str, steps: int, before: bool, threads: int = 2) -> dict:
     from codelib.trainers import grpo, ppo, reinforce
 
     common = dict(profile="bench", init=init, steps=steps, max_new_tokens=48, save_every=10_000, report_to="none",
-                  threads=2, learning_rate=1e-3, temperature=1.0)  # fmt: skip
+                  threads=threads, learning_rate=1e-3, temperature=1.0)  # fmt: skip
     runs = {
         "grpo (TRL, TRL defaults)": (lambda: trl_settings(True, True), lambda s: grpo.train(
             grpo.Config(stage=s, prompts_per_step=16, num_generations=8, **common))),
@@ -111,10 +111,10 @@ def trainers(init: str, steps: int, before: bool) -> dict:
     return runs
 
 
-def run(steps: int, rounds: int = 1, before: bool = False, only: tuple[str, ...] = ()) -> dict:
+def run(steps: int, rounds: int = 1, before: bool = False, only: tuple[str, ...] = (), threads: int = 2) -> dict:
     from codelib.params import read_jsonl
 
-    runs = trainers(ensure_sft(Path(".")), steps, before)
+    runs = trainers(ensure_sft(Path(".")), steps, before, threads)
     if only:
         runs = {k: v for k, v in runs.items() if any(k.startswith(o) for o in only)}
     rows: dict[str, list] = {name: [] for name in runs}
@@ -137,15 +137,17 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds of every trainer")
     ap.add_argument("--before", action="store_true", help="also our loops as they were before issue 14")
     ap.add_argument("--only", default="", help="comma-separated name prefixes of the trainers to run")
+    ap.add_argument("--threads", type=int, default=2, help="torch threads (1 on a shared, loaded machine: two threads "
+                    "then stall on each other, measured 5x slower at load 7 on 2 cores)")  # fmt: skip
     args = ap.parse_args()
     load0 = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["CODELIB_CHECKPOINTS"] = tmp
-        results = run(args.steps, args.rounds, args.before, tuple(o for o in args.only.split(",") if o))
+        results = run(args.steps, args.rounds, args.before, tuple(o for o in args.only.split(",") if o), args.threads)
     load1 = os.getloadavg()
     bases = {k: v["step_s"] for k, v in results.items() if k.startswith("grpo")}
-    print(f"\nRL step throughput, tiny model, 128 completions per step, median of {args.rounds} x {args.steps - 1} "
-          f"steps; load average {load0[0]:.1f} / {load0[1]:.1f} before, {load1[0]:.1f} / {load1[1]:.1f} after")  # fmt: skip
+    print(f"\nRL step throughput, tiny model, 128 completions per step, {args.threads} torch thread(s), median of "
+          f"{args.rounds} x {args.steps - 1} steps; load average {load0[0]:.1f} / {load0[1]:.1f} before, {load1[0]:.1f} / {load1[1]:.1f} after")  # fmt: skip
     head = "".join(f" {'vs ' + k.split(', ')[1].rstrip(')'):>16}" for k in bases)
     print(f"{'trainer':<30} {'step s':>7} {'compl/s':>8} {'tok/s':>7} {'gen':>5} {'sandbox':>8} {'pass':>5}{head}")
     for name, r in results.items():
