@@ -112,6 +112,7 @@ def trainers(init: str, steps: int, before: bool, threads: int = 2) -> dict:
 
 
 def run(steps: int, rounds: int = 1, before: bool = False, only: tuple[str, ...] = (), threads: int = 2) -> dict:
+    from codelib import rewards
     from codelib.params import read_jsonl
 
     runs = trainers(ensure_sft(Path(".")), steps, before, threads)
@@ -123,6 +124,7 @@ def run(steps: int, rounds: int = 1, before: bool = False, only: tuple[str, ...]
         names = list(runs) if r % 2 == 0 else list(runs)[::-1]  # alternate the order: no trainer always goes first
         for k, name in enumerate(names):
             ctx, fn = runs[name]
+            rewards._VERDICTS.clear()  # no trainer judges on another's cached verdicts (the same seed draws alike)
             t0 = time.time()
             with ctx():
                 run_dir = fn(f"bench{r}-{k}")
