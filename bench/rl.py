@@ -2,15 +2,26 @@
 
 Every trainer takes the same batch: 128 completions per step (GRPO: 16 tasks x 8; REINFORCE: 128 tasks x 1;
 PPO: 16 tasks x 8, one epoch and four), the same start policy and 48 new tokens at most. Reported per trainer:
-median step time (first step dropped: it warms up the sandbox and the kernels), completions/s, generated tokens/s,
-the sandbox's share of a step, and the ratio of TRL GRPO's step time to ours (>= 1: ours is no slower).
+median step time (the first step of every run dropped: it warms up the sandbox and the kernels), completions/s,
+generated tokens/s, the generation and sandbox shares of a step, the pass rate it saw, and the ratio of TRL GRPO's
+step time to ours (2.00x: our step takes half the time of TRL's on the same batch).
 
-    python -m bench.rl [--steps 6]
+The trainers run in `--rounds` interleaved rounds (each round runs every trainer `--steps` steps, in turn), so a
+change of load on a shared machine hits all of them alike; the load average is printed before and after.
+
+TRL's GRPOTrainer is measured twice: with GRPOConfig's own defaults for precision and memory (`bf16=True`,
+`gradient_checkpointing=True`: what `codelib.trainers.grpo` got before issue 14, which did not set them) and in fp32
+without gradient checkpointing (the fastest TRL allows on a CPU).
+`--before` adds our loops as they were before issue 14 (transformers' `model.generate`, padded log-prob forwards) to
+the same run.
+
+    python -m bench.rl [--steps 4] [--rounds 2] [--before] [--only reinforce,grpo] [--threads 2]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -34,59 +45,120 @@ def ensure_sft(root: Path) -> str:
 
 
 def measure(rows: list[dict]) -> dict:
-    rows = rows[1:] or rows
+    """Median step figures of the steps after the first of each run (rows: the runs' metrics rows, step-tagged)."""
+    rows = [r for r in rows if r["step"] > 1] or rows
     step = statistics.median(r["time_s"] for r in rows)
     n = 128
     tokens = statistics.median(r["completion_len"] for r in rows) * n
     share = statistics.median(r.get("sandbox_share") or 0.0 for r in rows)
-    return {"step_s": step, "completions_per_s": n / step, "tokens_per_s": tokens / step, "sandbox_share": share}
+    gen = statistics.median(r.get("generate_share") or 0.0 for r in rows) if "generate_share" in rows[0] else None
+    return {"step_s": step, "completions_per_s": n / step, "tokens_per_s": tokens / step, "sandbox_share": share,
+            "generate_share": gen, "pass_rate": statistics.mean(r["pass_rate"] for r in rows), "steps": len(rows)}  # fmt: skip
 
 
-def run(steps: int) -> dict:
-    from codelib.params import read_jsonl
+@contextlib.contextmanager
+def before_issue14():
+    """Our loops as they were before issue 14: transformers' generate loop, log-probs on padded rows."""
+    from codelib import generation, logprobs
+
+    saved = generation.HF_LOOP, logprobs.PACK
+    generation.HF_LOOP, logprobs.PACK = "generate", False
+    try:
+        yield
+    finally:
+        generation.HF_LOOP, logprobs.PACK = saved
+
+
+@contextlib.contextmanager
+def trl_settings(bf16: bool, checkpointing: bool):
+    """GRPO with these precision and memory settings, whatever `codelib.trainers.grpo` sets."""
+    from codelib.trainers import grpo
+
+    original = grpo.grpo_args
+
+    def args(cfg, out):
+        a = original(cfg, out)
+        a.bf16, a.gradient_checkpointing = bf16, checkpointing
+        return a
+
+    grpo.grpo_args = args
+    try:
+        yield
+    finally:
+        grpo.grpo_args = original
+
+
+def trainers(init: str, steps: int, before: bool, threads: int = 2) -> dict:
     from codelib.trainers import grpo, ppo, reinforce
 
-    init = ensure_sft(Path("."))
     common = dict(profile="bench", init=init, steps=steps, max_new_tokens=48, save_every=10_000, report_to="none",
-                  threads=2, learning_rate=1e-3, temperature=1.0)  # fmt: skip
+                  threads=threads, learning_rate=1e-3, temperature=1.0)  # fmt: skip
     runs = {
-        "grpo (TRL GRPOTrainer)": lambda: grpo.train(
-            grpo.Config(stage="grpo", prompts_per_step=16, num_generations=8, **common)
-        ),
-        "reinforce (ours)": lambda: reinforce.train(
-            reinforce.Config(stage="reinforce", batch_size=128, samples_per_task=1, **common)
-        ),
-        "ppo, 1 epoch (ours)": lambda: ppo.train(
-            ppo.Config(stage="ppo1", batch_size=16, samples_per_task=8, ppo_epochs=1, **common)
-        ),
-        "ppo, 4 epochs (ours)": lambda: ppo.train(
-            ppo.Config(stage="ppo4", batch_size=16, samples_per_task=8, ppo_epochs=4, **common)
-        ),
-    }
-    out = {}
-    for name, fn in runs.items():
-        t0 = time.time()
-        run_dir = fn()
-        out[name] = measure(read_jsonl(Path(run_dir) / "metrics.jsonl"))
-        out[name]["wall_s"] = time.time() - t0
-    return out
+        "grpo (TRL, TRL defaults)": (lambda: trl_settings(True, True), lambda s: grpo.train(
+            grpo.Config(stage=s, prompts_per_step=16, num_generations=8, **common))),
+        "grpo (TRL, fp32 no ckpt)": (lambda: trl_settings(False, False), lambda s: grpo.train(
+            grpo.Config(stage=s, prompts_per_step=16, num_generations=8, **common))),
+        "reinforce (ours)": (contextlib.nullcontext, lambda s: reinforce.train(
+            reinforce.Config(stage=s, batch_size=128, samples_per_task=1, **common))),
+        "ppo, 1 epoch (ours)": (contextlib.nullcontext, lambda s: ppo.train(
+            ppo.Config(stage=s, batch_size=16, samples_per_task=8, ppo_epochs=1, **common))),
+        "ppo, 4 epochs (ours)": (contextlib.nullcontext, lambda s: ppo.train(
+            ppo.Config(stage=s, batch_size=16, samples_per_task=8, ppo_epochs=4, **common))),
+    }  # fmt: skip
+    if before:
+        runs["reinforce (ours, before)"] = (before_issue14, runs["reinforce (ours)"][1])
+        runs["ppo, 1 epoch (ours, before)"] = (before_issue14, runs["ppo, 1 epoch (ours)"][1])
+    return runs
+
+
+def run(steps: int, rounds: int = 1, before: bool = False, only: tuple[str, ...] = (), threads: int = 2) -> dict:
+    from codelib import rewards
+    from codelib.params import read_jsonl
+
+    runs = trainers(ensure_sft(Path(".")), steps, before, threads)
+    if only:
+        runs = {k: v for k, v in runs.items() if any(k.startswith(o) for o in only)}
+    rows: dict[str, list] = {name: [] for name in runs}
+    wall: dict[str, float] = dict.fromkeys(runs, 0.0)
+    for r in range(rounds):
+        names = list(runs) if r % 2 == 0 else list(runs)[::-1]  # alternate the order: no trainer always goes first
+        for k, name in enumerate(names):
+            ctx, fn = runs[name]
+            rewards._VERDICTS.clear()  # no trainer judges on another's cached verdicts (the same seed draws alike)
+            t0 = time.time()
+            with ctx():
+                run_dir = fn(f"bench{r}-{k}")
+            wall[name] += time.time() - t0
+            rows[name] += read_jsonl(Path(run_dir) / "metrics.jsonl")
+    return {name: {**measure(rows[name]), "wall_s": wall[name]} for name in runs}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--steps", type=int, default=4, help="steps per run (the first is dropped)")
+    ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds of every trainer")
+    ap.add_argument("--before", action="store_true", help="also our loops as they were before issue 14")
+    ap.add_argument("--only", default="", help="comma-separated name prefixes of the trainers to run")
+    ap.add_argument("--threads", type=int, default=2, help="torch threads (1 on a shared, loaded machine: two threads "
+                    "then stall on each other, measured 5x slower at load 7 on 2 cores)")  # fmt: skip
     args = ap.parse_args()
+    load0 = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["CODELIB_CHECKPOINTS"] = tmp
-        results = run(args.steps)
-    base = results["grpo (TRL GRPOTrainer)"]["step_s"]
-    print(f"\nRL step throughput, tiny model, 128 completions per step, median of {args.steps - 1} steps")
-    print(f"{'trainer':<24} {'step s':>7} {'compl/s':>8} {'tok/s':>8} {'sandbox':>8} {'TRL/ours':>9}")
+        results = run(args.steps, args.rounds, args.before, tuple(o for o in args.only.split(",") if o), args.threads)
+    load1 = os.getloadavg()
+    bases = {k: v["step_s"] for k, v in results.items() if k.startswith("grpo")}
+    print(f"\nRL step throughput, tiny model, 128 completions per step, {args.threads} torch thread(s), median of "
+          f"{args.rounds} x {args.steps - 1} steps; load average {load0[0]:.1f} / {load0[1]:.1f} before, {load1[0]:.1f} / {load1[1]:.1f} after")  # fmt: skip
+    head = "".join(f" {'vs ' + k.split(', ')[1].rstrip(')'):>16}" for k in bases)
+    print(f"{'trainer':<30} {'step s':>7} {'compl/s':>8} {'tok/s':>7} {'gen':>5} {'sandbox':>8} {'pass':>5}{head}")
     for name, r in results.items():
-        print(f"{name:<24} {r['step_s']:>7.2f} {r['completions_per_s']:>8.1f} {r['tokens_per_s']:>8.0f} "
-              f"{r['sandbox_share']:>8.0%} {base / r['step_s']:>8.2f}x")  # fmt: skip
-    print("TRL/ours >= 1.00x means our loop's step is no slower than TRL's GRPOTrainer step on the same batch.")
-    print(json.dumps(results))
+        gen = f"{r['generate_share']:.0%}" if r["generate_share"] is not None else "-"
+        ratios = "".join(f" {b / r['step_s']:>15.2f}x" for b in bases.values())
+        print(f"{name:<30} {r['step_s']:>7.2f} {r['completions_per_s']:>8.1f} {r['tokens_per_s']:>7.0f} {gen:>5} "
+              f"{r['sandbox_share']:>8.0%} {r['pass_rate']:>5.2f}{ratios}")  # fmt: skip
+    print("vs X: X's step time / this trainer's (2.00x = half the time of TRL GRPOTrainer's step on the same batch).")
+    print(json.dumps({"load_before": load0, "load_after": load1, "results": results}))
 
 
 if __name__ == "__main__":

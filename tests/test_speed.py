@@ -1,0 +1,110 @@
+"""Issue 14's fast paths give what the plain ones give: packed log-probs, our decode loop, its sampler."""
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from codelib import generation
+from codelib.logprobs import make_batch, pack, token_logprobs
+
+
+class _Tok:
+    """Enough of a tokenizer for `generation`: id i decodes to chr(97 + i % 26); id 0 is eos."""
+
+    eos_token_id = 0
+    pad_token_id = 0
+
+    def __call__(self, prompts):
+        return {"input_ids": [[1 + (ord(ch) - 97) % 30 for ch in p] for p in prompts]}
+
+    def decode(self, ids, skip_special_tokens=True):
+        return "".join(chr(97 + i % 26) for i in ids if not (skip_special_tokens and i == 0))
+
+    def batch_decode(self, rows, skip_special_tokens=True):
+        return [self.decode(r, skip_special_tokens) for r in rows]
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=32, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=4, max_position_embeddings=128, eos_token_id=0, pad_token_id=0)  # fmt: skip
+    return LlamaForCausalLM(cfg).eval()
+
+
+def test_packed_log_probs_equal_padded_ones_values_and_gradients(model):
+    g = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(1, 32, (int(n),), generator=g).tolist() for n in (9, 3, 7, 12, 2, 5, 4, 6)]
+    comps = [torch.randint(0, 32, (int(n),), generator=g).tolist() for n in (2, 11, 1, 6, 3, 9, 1, 4)]
+    batch = make_batch(prompts, comps, pad_id=0)
+    p = pack(batch)
+    assert p is not None and p.input_ids.shape[0] < batch.input_ids.shape[0]  # fewer rows than sequences
+    mask = batch.completion_mask
+    results = []
+    for packed in (False, True):
+        model.zero_grad()
+        logp, ex = token_logprobs(model, batch, with_entropy=True, with_hidden=True, packed=packed)
+        ((logp * mask).sum() + (ex["entropy"] * mask).sum()).backward()
+        grads = torch.cat([q.grad.flatten() for q in model.parameters()])
+        results.append((logp * mask, ex["entropy"] * mask, ex["hidden"] * mask[..., None], grads))
+    for a, b in zip(*results, strict=True):
+        assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+
+
+def test_packing_leaves_left_padded_and_single_rows_alone(model):
+    batch = make_batch([[1, 2, 3]], [[4]], pad_id=0)
+    assert pack(batch) is None
+    left = make_batch([[1, 2], [3]], [[4], [5]], pad_id=0)
+    left.attention_mask = torch.tensor([[1, 1, 1], [0, 1, 1]])
+    assert pack(left) is None
+
+
+def test_our_decode_loop_is_greedy_generate_and_prefills_in_chunks(model, monkeypatch):
+    tok = _Tok()
+    prompts = ["abcabcabd", "xyz", "hello", "aaaaaaaaaaaaaaa", "qq", "mnopq", "hello"]
+    kw = dict(n=2, temperature=0.0, max_new_tokens=10, batch_size=6, stop=("ba",), progress=False)
+    monkeypatch.setattr(generation, "PREFILL_CHUNK", 2)  # several prefill chunks joined into one cache
+    ours = generation.generate(model, tok, prompts, **kw)
+    monkeypatch.setattr(generation, "HF_LOOP", "generate")
+    theirs = generation.generate(model, tok, prompts, **kw)
+    assert [[c.ids for c in row] for row in ours] == [[c.ids for c in row] for row in theirs]
+    assert any(c.finished for row in ours for c in row) and any(not c.finished for row in ours for c in row)
+
+
+def test_our_sampler_draws_from_the_softmax(model):
+    """Gumbel-max over the first token of 2000 samples of one prompt: frequencies match softmax(logits / T)."""
+    tok = _Tok()
+    prompt = "abcd"
+    with torch.no_grad():
+        logits = model(torch.tensor(tok([prompt])["input_ids"])).logits[0, -1]
+    probs = torch.softmax(logits / 0.7, -1)
+    out = generation.generate(model, tok, [prompt], n=2000, temperature=0.7, max_new_tokens=1, batch_size=2000,
+                              seed=3, stop=(), progress=False)  # fmt: skip
+    counts = torch.bincount(torch.tensor([c.ids[0] for c in out[0]]), minlength=32).float() / 2000
+    assert (counts - probs).abs().max() < 0.03  # 3 standard errors at p = 0.5 is 0.034
+
+
+def test_sampling_from_a_lora_policy_folds_the_adapter_in_and_puts_the_weights_back(model):
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(5)
+    policy = get_peft_model(LlamaForCausalLM(model.config).eval(), LoraConfig(
+        r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "up_proj"], modules_to_save=["norm"]))  # fmt: skip
+    with torch.no_grad():
+        for name, p in policy.named_parameters():
+            if "lora_B" in name or "modules_to_save" in name:
+                p.add_(torch.randn_like(p) * 0.3)  # an adapter that changes the answers
+    before = {k: (v, v.clone()) for k, v in policy.state_dict(keep_vars=True).items()}
+    ids = torch.tensor([[1, 2, 3, 4, 5]])
+    with torch.no_grad():
+        want = policy(input_ids=ids).logits
+        with generation.merged_lora(policy):
+            got = policy(input_ids=ids).logits
+        with policy.disable_adapter():
+            base = policy(input_ids=ids).logits
+    assert torch.allclose(want, got, atol=1e-5) and not torch.allclose(want, base, atol=1e-3)
+    after = policy.state_dict(keep_vars=True)
+    assert all(
+        after[k] is v and torch.equal(v, copy) for k, (v, copy) in before.items()
+    )  # the same tensors, unchanged
