@@ -26,7 +26,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
 from datasets import Dataset
 from transformers import TrainerCallback
 from transformers.trainer_utils import get_last_checkpoint
@@ -241,10 +240,6 @@ def grpo_args(cfg: Config, out):
         remove_unused_columns=False,
         disable_tqdm=False,
         log_completions=False,
-        # issue 14 (speed): TRL defaults to bf16 autocast and gradient checkpointing; on a CPU (no bf16 units on the
-        # tiny profile's) both only cost time, so they stay on where CUDA is
-        bf16=torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
-        gradient_checkpointing=torch.cuda.is_available(),
     )
 
 

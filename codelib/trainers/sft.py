@@ -74,7 +74,7 @@ def train(cfg: Config, tasks: list | None = None) -> Path:
     tokenizer.padding_side = "right"  # training pads on the right; generation switches to left
     dataset = build_dataset(cfg, tasks)
     args = SFTConfig(
-        **trainer_args(cfg),
+        **trainer_args(cfg, bf16=cfg.bf16, gradient_checkpointing=cfg.gradient_checkpointing),
         per_device_train_batch_size=cfg.batch_size,
         gradient_accumulation_steps=cfg.grad_accum,
         lr_scheduler_type=cfg.lr_scheduler,
@@ -83,8 +83,6 @@ def train(cfg: Config, tasks: list | None = None) -> Path:
         max_length=cfg.max_length,
         completion_only_loss=True,
         logging_steps=cfg.logging_steps,
-        bf16=cfg.bf16,
-        gradient_checkpointing=cfg.gradient_checkpointing,
         disable_tqdm=False,
         dataloader_num_workers=0,
     )
