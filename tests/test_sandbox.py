@@ -342,6 +342,40 @@ def test_lingering_threads_and_children_are_killed(box):
     assert_clean(box)
 
 
+def test_what_a_program_does_after_its_last_answer_never_reaches_the_next_run():
+    # a function task's program keeps going once the judge has its answers (a thread and a forked child littering
+    # /tmp): its output up to its last answer is in the verdict, and the next run of the same worker finds no file
+    # and no process of it
+    tests = "assert f(1) == 1\nassert f(2) == 2\n"
+    linger = (
+        "    import os, threading\n"
+        "    def litter():\n"
+        "        i = 0\n"
+        "        while True:\n"
+        "            i += 1\n"
+        "            try:\n"
+        "                open(f'/tmp/late{i % 50}', 'w').write('x')\n"
+        "            except OSError:\n"
+        "                pass\n"
+        "    if x == 2:\n"
+        "        threading.Thread(target=litter, daemon=True).start()\n"
+        "        if os.fork() == 0:\n"
+        "            litter()\n"
+        "    print('call', x)\n"
+        "    return x\n"
+    )
+    look = "import os\nprint(sorted(os.listdir('/tmp')), sorted(p for p in os.listdir('/proc') if p.isdigit()))\n"
+    with Sandbox(workers=1, timeout_s=3) as b:
+        for _ in range(3):
+            first = b.map([function_job(linger, tests, prompt="print('top')\ndef f(x):\n")])[0]
+            assert first.passed and first.stdout == "top\ncall 1\ncall 2\n", (first.status, first.stdout)
+            later = b.map([look])[0]
+            if b.isolation.get("proc"):  # no /proc: nothing to list
+                assert later.stdout.startswith("[] "), later.stdout
+                assert len(eval(later.stdout.split("] ", 1)[1])) <= 2, later.stdout  # itself (and init: pid 1)
+        assert_clean(b)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # honest verdicts: early exits and tampering are never passes
 

@@ -87,7 +87,9 @@ class Worker:
         request = dict(step["request"])
         # the program and its stdin go to the child in memory files the worker passes on unread: no program, input or
         # test ever sits in the worker's memory, where a later program forked from it could find it
-        self.fds, names = [memfile("program", request.pop("program"))], ["program"]
+        program = request.pop("program").encode("utf-8", "surrogatepass")
+        request["program_bytes"] = len(program)  # the child checks it read all of it, from the start
+        self.fds, names = [memfile("program", program)], ["program"]
         stdin = request.pop("stdin", None)
         if stdin is not None:
             self.fds.append(memfile("stdin", stdin))
@@ -239,10 +241,10 @@ class Worker:
                     time.sleep(0.01)  # the last process is still leaving
 
 
-def memfile(name: str, text: str) -> int:
+def memfile(name: str, text: str | bytes) -> int:
     """A memory file holding `text`, at offset 0 (a regular file: `os.fstat(0).st_size` works on stdin)."""
     fd = os.memfd_create(name, os.MFD_CLOEXEC)
-    data = text.encode("utf-8", "surrogatepass")
+    data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
     while data:
         data = data[os.write(fd, data) :]
     os.lseek(fd, 0, os.SEEK_SET)

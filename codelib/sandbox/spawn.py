@@ -54,7 +54,10 @@ def program(server, req: dict, named: dict, pipes, extra: dict, mode: str):
         chunks = []
         while chunk := os.read(named["program"], 1 << 20):
             chunks.append(chunk)
-        req["program"] = b"".join(chunks).decode("utf-8", "surrogatepass")
+        program = b"".join(chunks)
+        if len(program) != req.get("program_bytes", len(program)):  # never run a part of it
+            raise RuntimeError("the program did not arrive whole")
+        req["program"] = program.decode("utf-8", "surrogatepass")
         os.dup2(named["stdin"] if "stdin" in named else os.open(os.devnull, os.O_RDONLY), 0)
         os.dup2(pipes[0][1], 1)
         os.dup2(pipes[1][1], 2)
