@@ -1,8 +1,8 @@
 """Hashes of the code that decides a score, so that a changed rule re-runs what it decided.
 
 Cached evaluation summaries (`evaluator.settings_for`) and the pipeline's stage stamps include these hashes beside
-their parameters: after a change to completion extraction, the sandbox's judging or the reward and scoring code,
-old pass@1 numbers are not reused. The sandbox is hashed by pattern (`sandbox*.py` and every `.py` under a
+their parameters: after a change to sampling, completion extraction, the sandbox's judging or the reward and scoring
+code, old pass@1 numbers are not reused. The sandbox is hashed by pattern (`sandbox*.py` and every `.py` under a
 `sandbox*/` package), so it does not matter whether it is one module or a package.
 """
 
@@ -16,8 +16,9 @@ PACKAGE = Path(__file__).resolve().parent
 
 # what turns a completion into a verdict and a reward: extraction, the sandbox, the rewards (and their lint)
 JUDGE = ("extraction.py", "lint.py", "rewards.py", "sandbox*.py", "sandbox*/**/*.py")
-# what turns verdicts into pass@k and its intervals
-SCORE = (*JUDGE, "evaluator.py", "stats.py")
+# what draws the eval samples and turns their verdicts into pass@k and its intervals (a changed sampler draws other
+# samples from the same seed)
+SCORE = (*JUDGE, "evaluator.py", "stats.py", "generation.py", "vllm_backend.py")
 
 
 def files(patterns: tuple[str, ...], root: Path = PACKAGE) -> list[Path]:

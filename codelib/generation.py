@@ -15,18 +15,18 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
 from transformers import StoppingCriteria, StoppingCriteriaList
 from transformers.generation.logits_process import TopPLogitsWarper
 
-from codelib.models import _resolve_base, build_tiny_model, merge_adapter
-from codelib.params import resolve
+from codelib.vllm_backend import VLLM_LORA_MODULES, VLLM_MISSING, _lora_rank_slot, load_vllm, sample_vllm, vllm_plan
+
+__all__ = ["STOP_SEQUENCES", "VLLM_LORA_MODULES", "VLLM_MISSING", "Completion", "encode_prompts", "find_stop",
+           "generate", "load_vllm", "merged_lora", "stops_for", "trim", "vllm_plan", "_lora_rank_slot"]  # fmt: skip
 
 # A function body ends where a new top-level statement begins (HumanEval's stop sequences, as in Codex).
 STOP_SEQUENCES = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#")
@@ -37,10 +37,6 @@ WHOLE_FUNCTION_STOPS = ("\nclass ", "\nif __name__", "\nprint(", "\nassert ", '\
 # loop before it; kept so `bench.rl --before` can measure both in one run). Both sample from the same distribution but
 # draw differently: a seed gives other (equally likely) samples in each; greedy decoding gives the same tokens.
 HF_LOOP = "ours"
-VLLM_MISSING = (
-    "backend='vllm' needs the vllm package, which is not installed: pip install -r requirements-vllm.txt "
-    "(it needs a CUDA GPU); or use backend='hf'"
-)
 
 
 @dataclass
@@ -180,8 +176,10 @@ def generate(
         kw = dict(max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed, stop=stop, progress=progress)
         once = generate(model, tokenizer, prompts, n=1, temperature=0.0, backend=backend, **kw)
         return [[dataclasses.replace(c, ids=list(c.ids)) for _ in range(n)] for (c,) in once]
-    if backend == "vllm":
-        return _generate_vllm(model, prompts, n, temperature, top_p, max_new_tokens, seed, stop)
+    if backend == "vllm":  # vLLM cuts at the stop strings; `trim` then applies the same cut as the HF path
+        rows, tokenizer = sample_vllm(model, prompts, n, temperature, top_p, max_new_tokens, seed, stop)
+        eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+        return [[trim(tokenizer, ids, stop, eos) for ids in row] for row in rows]
     fn = _generate_hf if HF_LOOP == "ours" else _generate_hf_generate
     return fn(model, tokenizer, prompts, n, temperature, top_p, max_new_tokens, batch_size, seed, stop, progress)
 
@@ -424,94 +422,3 @@ def _generate_hf_generate(model, tokenizer, prompts, n, temperature, top_p, max_
         bar.close()
         model.train(was_training)
     return out  # type: ignore[return-value]
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# vLLM (optional; GPU only)
-
-
-def _vllm():
-    try:
-        import vllm
-    except ImportError as e:
-        raise ImportError(VLLM_MISSING) from e
-    return vllm
-
-
-# What vLLM's LoRA serving takes: low-rank deltas on the projection layers. An adapter that also trains modules in
-# full (peft `modules_to_save`, e.g. our RMSNorms) or targets anything else is merged and served as a full model.
-VLLM_LORA_MODULES = frozenset({"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"})
-
-
-def vllm_plan(name_or_path: str) -> dict:
-    """How vLLM will serve a checkpoint, without importing vLLM: {"model": dir or hub id, "lora": adapter dir or
-    None, "rank": LoRA rank, "merged": whether the adapter had to be merged first (and why)}."""
-    name = str(name_or_path)
-    if name == "tiny":
-        return {"model": str(build_tiny_model()), "lora": None, "rank": 0, "merged": ""}
-    path = resolve(name)
-    if not (path / "adapter_config.json").is_file():
-        return {"model": str(path) if path.exists() else name, "lora": None, "rank": 0, "merged": ""}
-    cfg = json.loads((path / "adapter_config.json").read_text())
-    targets = cfg.get("target_modules") or []
-    targets = [targets] if isinstance(targets, str) else list(targets)
-    why = ""
-    if cfg.get("modules_to_save"):
-        why = f"modules_to_save {cfg['modules_to_save']} (trained in full) cannot be served as LoRA"
-    elif cfg.get("peft_type", "LORA") != "LORA":
-        why = f"peft_type {cfg.get('peft_type')} is not LoRA"
-    elif not set(targets) <= VLLM_LORA_MODULES:
-        why = f"target_modules {sorted(set(targets) - VLLM_LORA_MODULES)} are not LoRA-servable by vLLM"
-    if why:
-        return {"model": str(merge_adapter(path)), "lora": None, "rank": 0, "merged": why}
-    base = _resolve_base(cfg.get("base_model_name_or_path") or "")
-    if not base:
-        raise ValueError(f"{path / 'adapter_config.json'} does not name its base model (base_model_name_or_path)")
-    base = str(build_tiny_model()) if base == "tiny" else base
-    return {"model": base, "lora": str(path.resolve()), "rank": int(cfg.get("r", 16)), "merged": ""}
-
-
-def load_vllm(name_or_path: str, **llm_kwargs):
-    """(vllm.LLM, LoRARequest | None) for a hub name, a model dir, "tiny" or a LoRA adapter dir.
-
-    A plain LoRA adapter is served without merging (its base is loaded with enable_lora); one vLLM cannot serve as
-    LoRA (see `vllm_plan`) is merged into its base first (cached in <adapter>/merged).
-    """
-    vllm = _vllm()
-    plan = vllm_plan(name_or_path)
-    if plan["merged"]:
-        print(f"vLLM: serving {name_or_path} merged into its base: {plan['merged']}")
-    if plan["lora"] is None:
-        return vllm.LLM(model=plan["model"], **llm_kwargs), None
-    from vllm.lora.request import LoRARequest
-
-    llm = vllm.LLM(model=plan["model"], enable_lora=True, max_lora_rank=_lora_rank_slot(plan["rank"]), **llm_kwargs)
-    return llm, LoRARequest(Path(plan["lora"]).name, 1, plan["lora"])
-
-
-def _lora_rank_slot(rank: int) -> int:
-    """vLLM's max_lora_rank takes one of a few sizes: the smallest that holds `rank`."""
-    for slot in (8, 16, 32, 64, 128, 256, 320, 512):
-        if rank <= slot:
-            return slot
-    raise ValueError(f"LoRA rank {rank} is above what vLLM serves (512); merge the adapter first")
-
-
-def _generate_vllm(model, prompts, n, temperature, top_p, max_new_tokens, seed, stop):
-    vllm = _vllm()
-    llm, lora = (model, None) if isinstance(model, vllm.LLM) else load_vllm(str(model))
-    tokenizer = llm.get_tokenizer()
-    params = vllm.SamplingParams(
-        n=n,
-        temperature=temperature,
-        top_p=top_p if temperature > 0 else 1.0,
-        max_tokens=max_new_tokens,
-        seed=seed,
-        # vLLM stops on the strings; our own `trim` then applies the same cut as the HF path, so both backends
-        # return the same kind of ids and text.
-        stop=list(stop) or None,
-        include_stop_str_in_output=True,
-    )
-    results = llm.generate(list(prompts), params, lora_request=lora)
-    eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
-    return [[trim(tokenizer, o.token_ids, stop, eos) for o in r.outputs] for r in results]
