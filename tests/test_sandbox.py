@@ -364,16 +364,33 @@ def test_what_a_program_does_after_its_last_answer_never_reaches_the_next_run():
         "    print('call', x)\n"
         "    return x\n"
     )
-    look = "import os\nprint(sorted(os.listdir('/tmp')), sorted(p for p in os.listdir('/proc') if p.isdigit()))\n"
+    look = (
+        "import json, os\nprint(json.dumps([os.listdir('/tmp'), [p for p in os.listdir('/proc') if p.isdigit()]]))\n"
+    )
     with Sandbox(workers=1, timeout_s=3) as b:
         for _ in range(3):
             first = b.map([function_job(linger, tests, prompt="print('top')\ndef f(x):\n")])[0]
             assert first.passed and first.stdout == "top\ncall 1\ncall 2\n", (first.status, first.stdout)
             later = b.map([look])[0]
             if b.isolation.get("proc"):  # no /proc: nothing to list
-                assert later.stdout.startswith("[] "), later.stdout
-                assert len(eval(later.stdout.split("] ", 1)[1])) <= 2, later.stdout  # itself (and init: pid 1)
+                files, pids = json.loads(later.stdout)  # data, never evaluated in this process
+                assert files == [], later.stdout
+                assert len(pids) <= 2, later.stdout  # itself (and init: pid 1)
         assert_clean(b)
+
+
+def test_a_program_that_does_not_arrive_whole_is_not_run(box, monkeypatch):
+    # the child runs a program only if it read as many bytes as the parent sent: a cut one (here cut to nothing,
+    # which would otherwise run to its end and pass) is an error
+    from codelib.sandbox import client
+
+    real = client.memfile
+    monkeypatch.setattr(client, "memfile", lambda name, text: real(name, b"" if name == "program" else text))
+    v = box.map(["assert 1 == 2\n"])[0]
+    assert v.status == "error" and not v.passed, (v.status, v.detail)
+    monkeypatch.setattr(client, "memfile", real)
+    assert box.map(["assert 1 == 1\n"])[0].passed
+    assert_clean(box)
 
 
 # ---------------------------------------------------------------------------------------------------------------
