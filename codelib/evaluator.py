@@ -128,7 +128,8 @@ def score_completions(
 class EvalConfig:
     """Parameters of the eval stage (params/<profile>/06_eval.yaml mirrors these fields one to one)."""
 
-    profile: str = "tiny"  # outputs go to checkpoints/<profile>/eval/ and reports/<profile>/
+    profile: str = "tiny"  # outputs go to checkpoints/<profile>/<out>/ and reports/<profile>/
+    out: str = "eval"  # samples and summaries: checkpoints/<profile>/<out>/<name>/ (another split: another name)
     dataset: str = "synthetic"  # humaneval | mbpp | humaneval_plus | mbpp_plus | codecontests | synthetic
     split: str = "test"  # held-out split
     limit: int = 0  # first `limit` tasks only; 0 for all
@@ -150,6 +151,8 @@ class EvalConfig:
         parse_dataset(self.dataset)  # a known name, with known options: "livecodebench:release_version=..."
         if not self.checkpoints:
             raise ValueError("checkpoints is empty; give at least one, e.g. {base: tiny}")
+        if not self.out or "/" in self.out or "\\" in self.out or self.out.startswith("."):
+            raise ValueError(f"out {self.out!r} must be a plain directory name, e.g. eval or eval_fresh")
         bad = [n for n in self.checkpoints if not n or "/" in n or "\\" in n or n.startswith(".")]
         if bad:
             raise ValueError(f"checkpoint name {bad[0]!r} must be a plain name (it becomes a directory name)")
@@ -348,13 +351,13 @@ def evaluate(
     """Evaluate every checkpoint of `cfg` on its dataset and return the results table (a pandas DataFrame).
 
     A checkpoint whose summary.json was written with the same settings (dataset, sampling, seed, the checkpoint
-    files' sizes and mtimes, ...) is not re-run unless force=True. out_root replaces checkpoints/<profile>/eval
+    files' sizes and mtimes, ...) is not re-run unless force=True. out_root replaces checkpoints/<profile>/<out>
     and reports replaces reports/<profile> (tests use both).
     """
     tasks = load_tasks(cfg.dataset, cfg.split, limit=cfg.limit or None)
     if not tasks:
         raise ValueError(f"{cfg.dataset}/{cfg.split} has no tasks (limit={cfg.limit})")
-    root = Path(out_root) if out_root is not None else run_dir(cfg.profile, "eval")
+    root = Path(out_root) if out_root is not None else run_dir(cfg.profile, cfg.out)
     summaries: dict[str, dict] = {}
     for name in cfg.checkpoints:
         out = root / name

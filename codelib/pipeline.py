@@ -111,7 +111,7 @@ def stage_outputs(stage: str, values: dict) -> list[Path]:
     if values.get("stage"):
         return [run_dir(profile, values["stage"])]
     if stage == "06_eval":
-        return [run_dir(profile, "eval") / name for name in values.get("checkpoints") or {}]
+        return [run_dir(profile, values.get("out") or "eval") / name for name in values.get("checkpoints") or {}]
     return []
 
 

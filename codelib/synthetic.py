@@ -346,3 +346,31 @@ def generate(seed: int = 0, n_train: int = 5000, n_test: int = 300) -> tuple[lis
 def generate_rl(seed: int = 0, n: int = 5000, n_train: int = 5000, n_test: int = 300) -> list[Task]:
     """Fresh training-rule tasks for RL (the `rl` split): same held-out rules as `generate`, other draws."""
     return [s.task for s in generate_specs(seed, n_train, n_test, n_rl=n)[2]]
+
+
+def generate_fresh(seed: int = 0, n: int = 400, n_test: int = 300) -> list[Task]:
+    """The `fresh` split's tasks (`fresh_specs`)."""
+    return [s.task for s in fresh_specs(seed, n, n_test)]
+
+
+def fresh_specs(seed: int = 0, n: int = 400, n_test: int = 300) -> list[Spec]:
+    """A second held-out set (the `fresh` split): tasks under the *held-out* rules of `generate`'s test split, drawn
+    by another generator, none with a prompt of the shipped test split. A lift measured on the test split (which
+    stages and variants were tuned against) should hold here too."""
+    rng = random.Random(seed)
+    _, held = _held_out(rng)  # the same held-out rules as generate(seed)
+    shipped = {s.task.prompt for s in generate_specs(seed, n_test=n_test)[1]}
+    rng = random.Random(f"fresh/{seed}")
+    drawn: list[Spec] = []
+    for op, count in zip(OPS, _counts(n, rng), strict=True):
+        for _ in range(count):
+            for _attempt in range(50):
+                spec = _make(op, *_draw(op, held[op.name], True, rng), rng, "")
+                if spec.task.prompt not in shipped:
+                    break
+            else:
+                raise RuntimeError(f"no fresh held-out prompt for {op.name} in 50 draws")
+            shipped.add(spec.task.prompt)
+            drawn.append(spec)
+    rng.shuffle(drawn)
+    return [_renumber(s, f"synthetic/fresh/{i}") for i, s in enumerate(drawn)]

@@ -228,11 +228,13 @@ def _codecontests(split: str, source: str) -> list[Task]:
 def _synthetic(split: str, source: str) -> list[Task]:
     if split == "rl":  # prompts for RL that the supervised stage never saw (training rules, fresh draws)
         return synthetic.generate_rl()
+    if split == "fresh":  # a second held-out set: the test split's rules, other draws, none of its prompts
+        return synthetic.generate_fresh()
     train, test = synthetic.generate()
     if split == "all":
         return train + test
     if split not in ("train", "test"):
-        raise ValueError(f"synthetic has splits train, test, rl, all; not {split!r}")
+        raise ValueError(f"synthetic has splits train, test, rl, fresh, all; not {split!r}")
     return train if split == "train" else test
 
 

@@ -159,6 +159,23 @@ def test_eval_config_defaults_and_fix_it_messages():
     with pytest.raises(ValueError, match="dataset"):
         EvalConfig(dataset="humaneva")
     assert EvalConfig(ks=[2], n_samples=2).ks == [1, 2]  # pass@1 is always reported
+    with pytest.raises(ValueError, match="out 'eval/fresh' must be a plain directory name"):
+        EvalConfig(out="eval/fresh")
+
+
+def test_another_split_evaluates_beside_the_eval_stage_not_over_it():
+    """06_eval_fresh (the second held-out set) keeps its summaries in eval_fresh/: the eval stage's summaries of the
+    same checkpoints on the test split stay where the pipeline and the comparison table read them."""
+    from codelib.params import load_config
+    from codelib.pipeline import stage_outputs
+
+    fresh = load_config(EvalConfig, "params/tiny/variants/06_eval_fresh.yaml")
+    stage = load_config(EvalConfig, "params/tiny/06_eval.yaml")
+    assert (fresh.split, fresh.out, stage.split, stage.out) == ("fresh", "eval_fresh", "test", "eval")
+    assert set(fresh.checkpoints) >= set(stage.checkpoints) - {"base"}
+    assert len(load_tasks(fresh.dataset, fresh.split)) == 400
+    assert {p.parent.name for p in stage_outputs("06_eval", config_to_dict(fresh))} == {"eval_fresh"}
+    assert {p.parent.name for p in stage_outputs("06_eval", config_to_dict(stage))} == {"eval"}
 
 
 def test_eval_config_loads_strictly_from_params():

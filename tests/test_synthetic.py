@@ -170,3 +170,29 @@ def test_rl_split_follows_training_rules_and_leaves_train_test_unchanged():
     assert not any(s.task.prompt in test_prompts for s in rl)
     held = {(s.op, s.constant) for s in test2 if s.constant is not None}
     assert not any((s.op, s.constant) in held for s in rl if s.constant is not None)
+
+
+def test_fresh_split_is_held_out_rules_none_of_the_shipped_test_tasks(suite):
+    """The second held-out set (split `fresh`): every task under a held-out rule of the test split, none of its
+    prompts (nor a training prompt), balanced over the operations, deterministic, every canonical solution passes."""
+    train, test = suite
+    fresh = synthetic.fresh_specs()
+    assert len(fresh) == 400 and len({s.task.prompt for s in fresh}) == 400
+    assert not {s.task.prompt for s in fresh} & ({s.task.prompt for s in test} | {s.task.prompt for s in train})
+    import random
+
+    _, held = synthetic._held_out(random.Random(0))  # the rules generate(seed=0) holds out
+    seen_pairs = {(s.op, s.constant) for s in train if s.constant is not None}
+    seen_combos = {(s.op, s.wording, s.args) for s in train if s.constant is None}
+    for s in fresh:
+        if s.constant is not None:
+            assert (s.op, s.constant) not in seen_pairs and s.constant in held[s.op], s
+        else:
+            assert (s.op, s.wording, s.args) not in seen_combos and (s.wording, s.args) in held[s.op], s
+    counts = Counter(s.op for s in fresh)
+    assert max(counts.values()) - min(counts.values()) <= 1
+    assert [s.task for s in synthetic.fresh_specs()] == [s.task for s in fresh]
+    assert failing([program_for(s.task, s.task.canonical_solution) for s in fresh]) == []
+    from codelib.tasks import load_tasks
+
+    assert [t.task_id for t in load_tasks("synthetic", "fresh")] == [f"synthetic/fresh/{i}" for i in range(400)]
