@@ -16,9 +16,7 @@ from __future__ import annotations
 import builtins
 import json
 import os
-import random
 import sys
-import threading
 import types
 
 from . import judge, wire
@@ -33,7 +31,6 @@ def _streams():
     sys.stdout = sys.__stdout__ = open(1, "w", encoding="utf-8", errors="replace", closefd=False)
     sys.stderr = sys.__stderr__ = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
     sys.argv = ["main.py"]
-    random.seed()  # the worker's generator state would otherwise repeat in every child
     return sys.stdout, sys.stderr
 
 
@@ -229,7 +226,9 @@ def _exit_like_python(streams: tuple) -> None:
             s.flush()
         sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, streams[0], streams[1]
 
-    for step in (threading._shutdown, atexit._run_exitfuncs, restore, lambda: sys.modules.pop("__main__"), gc.collect):
+    threading = sys.modules.get("threading")  # imported by the program, if it started threads
+    shutdown = getattr(threading, "_shutdown", None) or (lambda: None)
+    for step in (shutdown, atexit._run_exitfuncs, restore, lambda: sys.modules.pop("__main__"), gc.collect):
         try:
             step()
         except BaseException:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import platform
 
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x02000000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWTIME = 0x10000000, 0x20000000, 0x40000000, 0x00000080
@@ -249,7 +248,7 @@ def seccomp_program():
     to replace a dirty /tmp.) A BPF filter (as the ctypes struct prctl takes): the `_DENY` calls fail with EPERM, clone3 with ENOSYS (libc
     then uses clone, whose flags a filter can read), clone with a CLONE_NEW* flag with EPERM, a foreign
     architecture (x32, 32-bit compat calls) kills the process. None on an architecture without a table."""
-    machine = platform.machine()
+    machine = os.uname().machine
     if machine not in _DENY:
         return None
     arch, clone, clone3 = _ARCH[machine]

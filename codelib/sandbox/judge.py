@@ -10,7 +10,6 @@ else. It never sees the tests, an expected value or the verdict, and nothing it 
 
 from __future__ import annotations
 
-import ast
 import builtins
 import json
 import os
@@ -164,6 +163,8 @@ def compile_tests(head: str, tests: str, filename: str = "<program>", got: bool 
     got=True (the judge): in `assert <call> == <expected>` the call's value passes through `__codelib_got__`, so a
     failing assert can say what the function returned (the feedback of multi-turn repair, `codelib.repair`).
     """
+    import ast  # here, not at the top: only the judge and an inside run need it, and every fork pays for the worker's size
+
     codes = [compile(head, filename, "exec")] if head else []
     tree = ast.parse(tests, filename)
     lines = tests.split("\n")
