@@ -10,7 +10,8 @@ Processes, one module each:
   function tasks one judge;
 - `judge` (trusted, its own uid): runs the task's tests, calling the program's entry point through a proxy;
 - `harness` (the untrusted child): runs the program, answers the judge's calls with plain data only;
-- `wire`: the plain-data codec every process speaks; `jobs`: what to run and the verdict; `plus`: EvalPlus rules.
+- `wire`: the plain-data codec every process speaks; `jobs`: what to run and the verdict; `replies`: the checks on
+  what a worker sends back; `plus`: EvalPlus rules.
 
 Public API: `run`, `check`, `task_job`, `Sandbox`, `Job`, `Verdict`, `configure` (and `shared_pool`).
 """

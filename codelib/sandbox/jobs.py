@@ -11,11 +11,11 @@ import builtins
 import collections
 import functools
 import json
-import math
 import sys
 from dataclasses import dataclass, replace
 
-from . import plus, wire
+from . import plus
+from . import replies as R
 
 REFERENCE_TIMEOUT_S = 120.0  # canonical solutions on all plus inputs: HumanEval+/15 takes ~15 s, MBPP+/599 ~50 s
 PLUS_TIME_FACTOR = 4.0  # a candidate on plus inputs may take timeout_s + 4x the canonical solution's time
@@ -27,7 +27,7 @@ PLUS_MEMORY_MB = 4096
 DIGEST_OVER_BYTES = 1 << 20
 REPORT_CAP_BYTES = 64 << 20  # a judge's or harness's report beyond this is an error, not a verdict
 VERDICT_STDOUT_CHARS = 65536  # what a Verdict keeps of stdout
-STATUSES = ("passed", "failed", "timeout", "error")
+STATUSES = R.STATUSES  # a Verdict's status: one of these
 
 
 @dataclass(frozen=True)
@@ -248,25 +248,25 @@ class Run:
         """Take one step's replies (the worker's, and the judge's for a function job): checked, never trusted."""
         try:
             if isinstance(reply.get("status"), str) and reply.get("kind") != "function" and "tests_total" not in reply:
-                raise _Malformed(reply.get("detail") or "the worker failed")  # an internal error of the worker
-            self.duration += _num(reply, "duration_s")
-            stdout = _str(reply, "stdout")
+                raise R.Malformed(reply.get("detail") or "the worker failed")  # an internal error of the worker
+            self.duration += R.number(reply, "duration_s")
+            stdout = R.text(reply, "stdout")
             if self.job.kind == "stdio":
                 return self._feed_case(reply, stdout)
             if self.job.kind == "function":
                 return self._feed_function(reply, result, stdout)
             return self._feed_program(reply, stdout)
-        except _Malformed as e:
+        except R.Malformed as e:
             self._finish(status="error", detail=f"malformed reply: {e}"[:300], tests_passed=0, tests_total=1)
 
     def _feed_case(self, reply: dict, stdout: str) -> None:
         n = len(self.job.cases)
         where = f"case {self.case + 1}/{n}"
-        status = _status(reply)
+        status = R.status(reply)
         self.out.update(stdout=stdout, tests_passed=self.case, tests_total=n)
         if status != "passed":
             return self._finish(
-                status=status if status != "failed" else "error", detail=f"{where}: {_str(reply, 'detail')}"
+                status=status if status != "failed" else "error", detail=f"{where}: {R.text(reply, 'detail')}"
             )
         same, why = plus.same_stdout(stdout, str(self.job.cases[self.case]["output"]))
         if not same:
@@ -276,20 +276,20 @@ class Run:
             self._finish(status="passed", detail="", tests_passed=n)
 
     def _feed_program(self, reply: dict, stdout: str) -> None:
-        total = _int(reply, "tests_total")
-        passed = min(_int(reply, "tests_passed"), total)
+        total = R.count(reply, "tests_total")
+        passed = min(R.count(reply, "tests_passed"), total)
         self.out.update(stdout=stdout, tests_passed=passed, tests_total=total)
-        status, detail = _status(reply), _str(reply, "detail")
+        status, detail = R.status(reply), R.text(reply, "detail")
         outputs = reply.get("outputs")
         if self.ref is not None and outputs is not None:
             status, detail = self._compare_plus(outputs, status, detail)
         elif self.ref is None and outputs is not None and reply.get("done") is True:
-            self.out["outputs"] = _decode_outputs(outputs)
+            self.out["outputs"] = R.decode_outputs(outputs)
         self._finish(status=status, detail=detail)
 
     def _feed_function(self, reply: dict, result: bytes | None, stdout: str) -> None:
         self.out["stdout"] = stdout
-        r = _judge_result(result)
+        r = R.judge_result(result)
         total = r.get("total", 0)
         passed = min(r.get("passed", 0), total)
         self.out.update(tests_passed=passed, tests_total=total)
@@ -300,12 +300,12 @@ class Run:
             status, detail = "error", f"output limit exceeded ({self.box.max_output_bytes} bytes)"
         elif not r:
             judge_end = reply.get("judge_ended") if type(reply.get("judge_ended")) is dict else {}
-            status, detail = "error", f"the judge gave no result ({_how(judge_end, '')})"
+            status, detail = "error", f"the judge gave no result ({R.how(judge_end, '')})"
         elif "program_error" in r:
             kind = r.get("program_error_type", "")
             status, detail = ("failed" if kind == "AssertionError" else "error"), r["program_error"]
         elif "died" in r:
-            status, detail = _died(ended, _str(reply, "stderr"), r["died"])
+            status, detail = R.died(ended, R.text(reply, "stderr"), r["died"])
         elif "exc" in r:
             status = "failed" if r.get("first") or r.get("exc_type") == "AssertionError" else "error"
             detail = r.get("first") or r["exc"]
@@ -323,11 +323,11 @@ class Run:
         if outputs is not None and self.ref is not None:
             status, detail = self._compare_plus(outputs, status, detail)
         elif outputs is not None and r.get("done") is True:
-            self.out["outputs"] = _decode_outputs(outputs)
+            self.out["outputs"] = R.decode_outputs(outputs)
         self._finish(status=status, detail=detail)
 
     def _compare_plus(self, outputs, status: str, detail: str) -> tuple[str, str]:
-        good, total, first_bad = plus.compare(self.job, self.ref[0], _decode_outputs(outputs))
+        good, total, first_bad = plus.compare(self.job, self.ref[0], R.decode_outputs(outputs))
         self.out.update(tests_passed=self.out.get("tests_passed", 0) + good,
                         tests_total=self.out.get("tests_total", 0) + total)  # fmt: skip
         if status == "passed" and first_bad is not None:
@@ -350,89 +350,3 @@ class Run:
             tests_total=int(self.out.get("tests_total", 0)),
             judge="outside" if outside else "inside",
         )
-
-
-class _Malformed(Exception):
-    pass
-
-
-def _num(d: dict, key: str) -> float:
-    v = d.get(key, 0.0)
-    if type(v) not in (int, float) or not math.isfinite(v) or v < 0:
-        raise _Malformed(f"{key} is not a non-negative number")
-    return float(v)
-
-
-def _int(d: dict, key: str) -> int:
-    v = d.get(key, 0)
-    if type(v) is not int or not 0 <= v < 1 << 31:
-        raise _Malformed(f"{key} is not a count")
-    return v
-
-
-def _str(d: dict, key: str) -> str:
-    v = d.get(key, "")
-    if type(v) is not str:
-        raise _Malformed(f"{key} is not text")
-    return v
-
-
-def _status(d: dict) -> str:
-    v = d.get("status")
-    if v not in STATUSES:
-        raise _Malformed(f"status {str(v)[:40]!r} is not one of {', '.join(STATUSES)}")
-    return v
-
-
-def _decode_outputs(outputs) -> list:
-    if type(outputs) is not list:
-        raise _Malformed("outputs is not a list")
-    try:
-        return [wire.decode(o, extra="he") for o in outputs]
-    except wire.WireError as e:
-        raise _Malformed(f"outputs: {e}") from None
-
-
-def _judge_result(data: bytes | None) -> dict:
-    """The judge's result, its fields checked; {} when there is none."""
-    if not data:
-        return {}
-    try:
-        r = wire.loads(data)
-    except wire.WireError:
-        return {}
-    if type(r) is not dict:
-        return {}
-    out = {}
-    for key in ("passed", "total", "calls"):
-        if type(r.get(key)) is int and 0 <= r[key] < 1 << 31:
-            out[key] = r[key]
-    for key in ("first", "exc", "exc_type", "died", "program_error", "program_error_type"):
-        if type(r.get(key)) is str:
-            out[key] = r[key][:300]
-    if r.get("done") is True:
-        out["done"] = True
-    if type(r.get("outputs")) is list:
-        out["outputs"] = r["outputs"]
-    return out
-
-
-def _how(ended: dict, stderr: str) -> str:
-    sig = ended.get("signal")
-    if type(sig) is int:
-        try:
-            import signal
-
-            return f"killed by {signal.Signals(sig).name}"
-        except ValueError:
-            return f"killed by signal {sig}"
-    code = ended.get("exit")
-    last = stderr.strip().splitlines()[-1][:200] if stderr.strip() else ""
-    return f"exit status {code}" + (f"; {last}" if last else "") if type(code) is int else "no exit status"
-
-
-def _died(ended: dict, stderr: str, why: str) -> tuple[str, str]:
-    """The verdict when the program stopped answering the judge."""
-    if ended.get("signal") == 24:  # SIGXCPU
-        return "timeout", "CPU-time limit exceeded"
-    return "error", f"the program stopped before the tests finished ({_how(ended, stderr)}): {why}"[:300]
