@@ -567,6 +567,22 @@ def test_plus_inputs_with_tuple_arguments():
     assert len(v) == 2 and all(x.passed for x in v), v
 
 
+def test_a_program_that_plants_its_own_hashlib_forges_no_digest():
+    """hashlib is imported in the child at the first digest, after the program ran: a program that plants a fake
+    hashlib (every digest the same, or one that raises) before that still fails a wrong answer, and a right one
+    planting nothing still passes."""
+    task = Task("Mbpp/9002", "def many(n, s):\n", "assert many(2, 'a') == [('a', 0), ('a', 1)]", "many",
+                "    return [(s, i) for i in range(n)]\n", plus_inputs=json.dumps([[200_000, "ab"], [3, "c"]]))  # fmt: skip
+    plant = ("import sys, types\nfake = types.ModuleType('hashlib')\nclass H:\n    def __init__(self, d=b''): pass\n"
+             "    def hexdigest(self): return '0' * 64\nfake.sha256 = H\nsys.modules['hashlib'] = fake\n")  # fmt: skip
+    wrong = "    return [(s, i) for i in range(n - (n > 1000))]\n"
+    raising = wrong + "import sys\nsys.modules['hashlib'] = None\n"
+    with Sandbox(workers=2) as b:
+        v = b.map([sandbox.task_job(task, c, plus=True) for c in (wrong + plant, raising, task.canonical_solution)])
+    assert not v[0].passed and not v[1].passed, v
+    assert v[2].passed, v[2].detail
+
+
 def test_large_plus_outputs_travel_as_digests_and_still_judge():
     """Outputs over DIGEST_OVER_BYTES are compared by sha256 (MBPP+/255 makes 2M tuples): right and wrong told apart."""
     prompt = "def many(n, s):\n"

@@ -16,12 +16,16 @@ import signal
 from . import harness, isolation, judge
 from .isolation import PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, prctl
 
+_sha256 = None
+
 
 def sha256(data: bytes):
-    """hashlib's sha256, imported in the child at its first use (a plus input's large output): hashlib and OpenSSL
-    would add 0.65 MB to the worker, which every fork copies the page tables of and every exit unmaps."""
-    from hashlib import sha256 as _sha256
-
+    """hashlib's sha256, imported in the child at its first use (a plus input's large output), then kept: hashlib and
+    OpenSSL would add 0.65 MB to the worker, which every fork copies the page tables of and every exit unmaps. What
+    the program did to hashlib changes only its own digests, which it cannot match to outputs it never saw."""
+    global _sha256
+    if _sha256 is None:
+        from hashlib import sha256 as _sha256
     return _sha256(data)
 
 
