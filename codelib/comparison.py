@@ -60,18 +60,19 @@ def wall_time_s(rows: list[dict]) -> float:
     return float(sum(r["time_s"] for r in rows if isinstance(r.get("time_s"), (int, float))))
 
 
-COMPARISON_COLUMNS = ["checkpoint", "algorithm", "pass@1", "ci_low", "ci_high", "diff_vs_baseline", "diff_ci_low",
+COMPARISON_COLUMNS = ["checkpoint", "algorithm", "seed", "pass@1", "ci_low", "ci_high", "diff_vs_baseline", "diff_ci_low",
                       "diff_ci_high", "avg_tokens", "train_min", "zero_std_frac", *[f"eval_{c}" for c in CLASSES]]  # fmt: skip
 
 
-def comparison_frame(profile: str, summaries: dict[str, dict] | None = None, baseline: str = "sft",
-                     iters: int = 1000, seed: int = 0) -> pd.DataFrame:  # fmt: skip
+def _all_summaries(profile: str) -> dict[str, dict]:
+    return load_summaries(profile, sorted(p.parent.name for p in (ckpt_root(profile) / "eval").glob("*/summary.json")))
+
+
+def comparison_frame(profile: str, summaries: dict[str, dict] | None = None, baseline: str = "sft") -> pd.DataFrame:
     """One row per evaluated checkpoint: its algorithm (from the run's config.json), pass@1 with its 95% interval,
     the paired difference vs `baseline` over the tasks both scored, mean generated tokens, training wall time
     (minutes), the mean share of zero-variance groups over the run's steps, and the eval verdict classes."""
-    from codelib.stats import paired_difference
-
-    summaries = load_summaries(profile, sorted(p.parent.name for p in (ckpt_root(profile) / "eval").glob("*/summary.json"))) if summaries is None else summaries  # fmt: skip
+    summaries = _all_summaries(profile) if summaries is None else summaries
     base = summaries.get(baseline)
     rows = []
     for name, s in summaries.items():
@@ -79,15 +80,10 @@ def comparison_frame(profile: str, summaries: dict[str, dict] | None = None, bas
         config = json.loads((run / "config.json").read_text()) if run and (run / "config.json").exists() else {}
         metrics = read_jsonl(run / "metrics.jsonl") if run and (run / "metrics.jsonl").exists() else []
         zero = [r["zero_std_frac"] for r in metrics if isinstance(r.get("zero_std_frac"), (int, float))]
-        diff = {}
-        if base is not None and name != baseline:
-            pa = {r["task_id"]: r["c"] / r["n"] for r in s["per_task"]}
-            pb = {r["task_id"]: r["c"] / r["n"] for r in base["per_task"]}
-            common = [t for t in pa if t in pb]
-            if common:
-                diff = paired_difference([pa[t] for t in common], [pb[t] for t in common], iters=iters, seed=seed)
+        diff = paired_vs(s, base) if base is not None and name != baseline else {}
         classes = eval_classes(profile, name, s)
         rows.append({"checkpoint": name, "algorithm": algorithm_of(config) if config else name,
+                     "seed": config.get("seed", math.nan) if config else math.nan,
                      "pass@1": s["pass@1"], "ci_low": s["ci_low"], "ci_high": s["ci_high"],
                      "diff_vs_baseline": diff.get("diff", math.nan), "diff_ci_low": diff.get("ci_low", math.nan),
                      "diff_ci_high": diff.get("ci_high", math.nan), "avg_tokens": s.get("avg_tokens", math.nan),
@@ -95,6 +91,20 @@ def comparison_frame(profile: str, summaries: dict[str, dict] | None = None, bas
                      "zero_std_frac": float(np.mean(zero)) if zero else math.nan,
                      **{f"eval_{c}": classes.get(c, math.nan) for c in CLASSES}})  # fmt: skip
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+
+
+def paired_vs(s: dict, base: dict) -> dict:
+    """The paired difference of a summary from the baseline's, as the results table gives it: the one the evaluator
+    stored (`vs_baseline`) when it was against this baseline, else recomputed with the evaluation's own bootstrap
+    settings (seed, iterations), so one comparison never shows two intervals."""
+    stored = s.get("vs_baseline") or {}
+    if stored.get("b") == base.get("checkpoint") and stored.get("tasks") == len(s.get("per_task", [])):
+        return stored
+    settings = s.get("settings") or {}
+    try:
+        return evaluator.compare(s, base, iters=settings.get("bootstrap_iters", 1000), seed=settings.get("seed", 0))
+    except ValueError:  # no task in common
+        return {}
 
 
 def _run_dir_of(profile: str, source: str, name: str) -> Path | None:
@@ -107,19 +117,36 @@ def _run_dir_of(profile: str, source: str, name: str) -> Path | None:
     return None
 
 
-def comparison_markdown(profile: str, df: pd.DataFrame, baseline: str = "sft") -> str:
+def settings_line(summaries: dict[str, dict]) -> str:
+    """What every row was evaluated on (tasks, samples per task, temperature, evaluation seed, bootstrap), from the
+    summaries' settings; rows evaluated otherwise are named."""
+    groups: dict[tuple, list[str]] = {}
+    for name, s in summaries.items():
+        st = s.get("settings") or {}
+        key = (st.get("dataset", "?"), st.get("split", "?"), s.get("tasks", "?"), s.get("n_samples", st.get("n_samples", "?")),
+               st.get("temperature", "?"), st.get("seed", "?"), st.get("bootstrap_iters", "?"))  # fmt: skip
+        groups.setdefault(key, []).append(name)
+    parts = []
+    for (ds, split, tasks, n, t, seed, iters), names in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        text = f"{ds}/{split}: {tasks} tasks, {n} samples/task at T={t}, evaluation seed {seed}, {iters}-resample bootstraps"
+        parts.append(text if len(groups) == 1 else f"{text} ({', '.join(sorted(names))})")
+    return "; ".join(parts) + "." if parts else ""
+
+
+def comparison_markdown(profile: str, df: pd.DataFrame, baseline: str = "sft", summaries: dict | None = None) -> str:
     """The comparison of algorithms as Markdown (percentages; Δ paired over the same tasks)."""
 
     def num(x, fmt):
         return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else fmt.format(x)
 
-    head = ["checkpoint", "algorithm", "pass@1 [95% CI]", f"Δ vs {baseline} [95% CI]", "avg tokens", "train min",
+    head = ["checkpoint", "algorithm", "seed", "pass@1 [95% CI]", f"Δ vs {baseline} [95% CI]", "avg tokens", "train min",
             "zero-var groups", "wrong / runtime / syntax / timeout"]  # fmt: skip
     lines = [f"# Algorithms compared ({profile})", "",
              "Held-out pass@1 (%) with its 95% bootstrap interval over tasks; Δ is paired over the same tasks; avg "
              "tokens of the eval samples; train min: training wall time; zero-var groups: the mean share of a "
              "step's groups whose rewards were all equal (no signal; '-' for one sample per task); the last column: "
-             "% of eval samples in each failing verdict class.", "",
+             "% of eval samples in each failing verdict class; seed: the run's training seed (one per run).",
+             "", settings_line(summaries or {}), "",
              "| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]  # fmt: skip
     for r in df.to_dict("records"):
         delta = "-"
@@ -128,7 +155,7 @@ def comparison_markdown(profile: str, df: pd.DataFrame, baseline: str = "sft") -
                 f"{100 * r['diff_vs_baseline']:+.1f} [{100 * r['diff_ci_low']:+.1f}, {100 * r['diff_ci_high']:+.1f}]"
             )
         fails = " / ".join(num(100 * r[f"eval_{c}"], "{:.0f}") for c in CLASSES[1:])
-        cells = [r["checkpoint"], r["algorithm"], f"{pct(r['pass@1'])} [{pct(r['ci_low'])}, {pct(r['ci_high'])}]",
+        cells = [r["checkpoint"], r["algorithm"], num(r["seed"], "{:.0f}"), f"{pct(r['pass@1'])} [{pct(r['ci_low'])}, {pct(r['ci_high'])}]",
                  delta, num(r["avg_tokens"], "{:.1f}"), num(r["train_min"], "{:.1f}"),
                  num(100 * r["zero_std_frac"], "{:.0f}%"), fails]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
@@ -139,10 +166,11 @@ def write_comparison(profile: str, summaries: dict[str, dict] | None = None, bas
                      out: Path | None = None) -> pd.DataFrame:  # fmt: skip
     """reports/<profile>/comparison.csv and comparison.md: every evaluated checkpoint of the profile (pipeline stages
     and variants) in one table (`comparison_frame`)."""
+    summaries = _all_summaries(profile) if summaries is None else summaries
     df = comparison_frame(profile, summaries, baseline)
     out = out or reports_root() / profile
     atomic_write_text(out / "comparison.csv", df.to_csv(index=False))
-    atomic_write_text(out / "comparison.md", comparison_markdown(profile, df, baseline))
+    atomic_write_text(out / "comparison.md", comparison_markdown(profile, df, baseline, summaries))
     return df
 
 
@@ -154,7 +182,7 @@ def main(argv: list[str] | None = None) -> None:
     cfg = main_config(evaluator.EvalConfig, argv)
     evaluator.evaluate(cfg, reports=reports_root() / cfg.profile / Path(argv[0]).stem)
     df = write_comparison(cfg.profile, baseline=cfg.baseline or "sft")
-    print(comparison_markdown(cfg.profile, df, cfg.baseline or "sft"))
+    print(df.to_string(index=False))
 
 
 if __name__ == "__main__":

@@ -411,11 +411,24 @@ def test_comparison_table_and_telemetry_figures(tmp_path, monkeypatch):
     assert row["zero_std_frac"] == pytest.approx(0.375) and row["diff_vs_baseline"] == pytest.approx(0.25)
     assert row["eval_syntax_error"] == pytest.approx(5 / 16)
     md = (tmp_path / "rep" / "tiny" / "comparison.md").read_text()
-    assert "| reinforce_rloo | RLOO | 68.8 [58.8, 78.8] | +25.0 [" in md
+    assert "| reinforce_rloo | RLOO | - | 68.8 [58.8, 78.8] | +25.0 [" in md and "4 tasks" in md
     figs = {"eval_during_training": reports.plot_eval_during_training("tiny", ["reinforce_rloo"]),
             "verdict_classes": reports.plot_verdict_classes("tiny", summaries),
             "training_curves": reports.plot_training_curves("tiny", ["reinforce_rloo"])}  # fmt: skip
     paths = reports.save_figures(figs, tmp_path / "figs", show=False)
     assert all(p.stat().st_size > 0 for p in paths.values())
+    # the interval is the results table's: the evaluator's stored comparison, or one with the evaluation's settings
+    from codelib import evaluator
+
+    s, base = summaries["reinforce_rloo"], summaries["sft"]
+    again = evaluator.compare(s, base, iters=1000, seed=0)
+    assert (row["diff_ci_low"], row["diff_ci_high"]) == (again["ci_low"], again["ci_high"])
+    s["settings"] = {"seed": 1234, "bootstrap_iters": 500}
+    theirs = evaluator.compare(s, base, iters=500, seed=1234)
+    assert comparison.paired_vs(s, base)["ci_low"] == theirs["ci_low"]
+    s["vs_baseline"] = {"baseline": "sft", "a": "reinforce_rloo", "b": "sft", "diff": 0.25, "ci_low": 0.01,
+                        "ci_high": 0.49, "tasks": 4}  # fmt: skip
+    assert comparison.paired_vs(s, base)["ci_low"] == 0.01  # what the results table shows
+    assert comparison.paired_vs(s, {**base, "checkpoint": "other"})["ci_low"] == theirs["ci_low"]
     assert comparison.algorithm_of({"stage": "g", "num_generations": 8, "loss_type": "grpo", "importance_sampling_level": "sequence"}) == "GSPO"  # fmt: skip
     assert comparison.algorithm_of({"ppo_epochs": 2, "advantage": "reinforce_pp", "kl_coef": 0.01, "kl_estimator": "k1"}) == "REINFORCE++, KL k1 x0.01"  # fmt: skip
