@@ -546,6 +546,27 @@ def test_stdio_tasks():
     assert v[2].status == "error" and "ValueError" in v[2].detail
 
 
+def test_check_runs_identical_jobs_once_and_keeps_the_order(monkeypatch):
+    task = load_tasks("humaneval", "test", limit=1)[0]
+    wrong = "    return None\n"
+    ran = []
+    real_map = Sandbox.map
+
+    def counting_map(self, jobs, *a, **k):
+        ran.extend(jobs)
+        return real_map(self, jobs, *a, **k)
+
+    monkeypatch.setattr(Sandbox, "map", counting_map)
+    codes = [task.canonical_solution, wrong, task.canonical_solution, wrong, wrong]
+    v = sandbox.check([task] * 5, codes, workers=2)
+    assert [x.passed for x in v] == [True, False, True, False, False]
+    assert len(ran) == 2  # two distinct programs
+    # a job differs by its limits too: the same code under another timeout is another job
+    ran.clear()
+    sandbox.check([task] * 2, [wrong, wrong], workers=2, timeout_s=3.0)
+    assert len(ran) == 1
+
+
 def test_plus_inputs_judge_against_the_canonical_solution():
     task = load_tasks("humaneval_plus", "all", limit=1)[0]  # has_close_elements
     # right on the base tests (lists of at most 6 numbers), wrong on longer plus inputs

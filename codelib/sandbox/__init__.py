@@ -68,12 +68,27 @@ def run(
 def check(tasks, completions, workers: int | None = None, plus: bool = False, **limits) -> list[Verdict]:
     """Verdicts for the pairs (tasks[i], completions[i]) in one `Sandbox.map`.
 
-    workers=None uses the shared pool; a number starts (and closes) a pool of that size.
+    Identical jobs (the same program, tests and limits: a model often samples the same completion twice) run once
+    and share that run's verdict. workers=None uses the shared pool; a number starts (and closes) a pool of that size.
     """
     if len(tasks) != len(completions):
         raise ValueError(f"check got {len(tasks)} tasks but {len(completions)} completions; pass one per task")
-    jobs = [task_job(t, c, plus=plus, **limits) for t, c in zip(tasks, completions, strict=True)]
+    distinct: dict = {}  # job (or, for a job with unhashable fields such as stdio cases, its position) -> index
+    jobs, index = [], []
+    for i, (t, c) in enumerate(zip(tasks, completions, strict=True)):
+        job = task_job(t, c, plus=plus, **limits)
+        key = job
+        try:
+            hash(job)
+        except TypeError:
+            key = ("row", i)
+        if key not in distinct:
+            distinct[key] = len(jobs)
+            jobs.append(job)
+        index.append(distinct[key])
     if workers is None:
-        return shared_pool().map(jobs)
-    with Sandbox(workers=workers, **{k: v for k, v in limits.items() if k in ("timeout_s", "memory_mb")}) as box:
-        return box.map(jobs)
+        verdicts = shared_pool().map(jobs)
+    else:
+        with Sandbox(workers=workers, **{k: v for k, v in limits.items() if k in ("timeout_s", "memory_mb")}) as box:
+            verdicts = box.map(jobs)
+    return [verdicts[i] for i in index]
