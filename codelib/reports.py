@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from codelib.params import atomic_write_text, checkpoints_root, read_jsonl, reports_root
+from codelib.params import atomic_write_text, checkpoints_root, read_jsonl, reports_root, resolve
 
 CURVES = [
     ("reward_mean", "mean reward"),
@@ -199,6 +199,24 @@ def pct(x: float) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}"
 
 
+def training_seeds(summaries: dict[str, dict]) -> str:
+    """ "; training seed 0 (one run per checkpoint)": the seeds in the config.json of the runs the checkpoints came
+    from ("" when none names one)."""
+    seeds = set()
+    for s in summaries.values():
+        source = resolve(s["source"]) if s.get("source") else None
+        config = source / "config.json" if source is not None and source.is_dir() else None
+        if config is not None and config.exists():
+            seed = json.loads(config.read_text()).get("seed")
+            if seed is not None:
+                seeds.add(seed)
+    if not seeds:
+        return ""
+    return (
+        f"; training seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, sorted(seeds)))} (one run per checkpoint)"
+    )
+
+
 def results_markdown(profile: str, summaries: dict[str, dict], df: pd.DataFrame | None = None) -> str:
     """The results table as Markdown: pass@1 [95% CI] in percent, passed/tasks, paired diff vs the baseline.
 
@@ -220,7 +238,8 @@ def results_markdown(profile: str, summaries: dict[str, dict], df: pd.DataFrame 
     lines = [
         f"# Results: {st.get('dataset')}/{st.get('split')} ({profile})",
         "",
-        f"{int(df['tasks'].max()) if len(df) else 0} tasks, {sampling}, seed {st.get('seed')}. Percentages; CIs are "
+        f"{int(df['tasks'].max()) if len(df) else 0} tasks, {sampling}, evaluation seed {st.get('seed')}"
+        f"{training_seeds(summaries)}. Percentages; CIs are "
         f"{st.get('bootstrap_iters')}-resample bootstraps over tasks, Δ is paired over the same tasks. "
         + ("`passed` = tasks solved." if greedy else "`passed` = expected tasks solved by one sample (Σ c/n)."),
         "",

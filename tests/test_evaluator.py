@@ -275,3 +275,18 @@ def test_evaluate_sampled_reports_pass_at_k(checkpoints, tmp_path):
     assert list(df.columns) == TABLE_COLUMNS + ["pass@2"] + DIFF_COLUMNS
     assert df["pass@2"][0] >= df["pass@1"][0] > 0.5  # memorised answers survive T=0.8 most of the time
     assert "/4" in (tmp_path / "reports" / "results.md").read_text()
+
+
+def test_results_table_names_the_training_seeds(tmp_path):
+    from codelib import reports
+
+    summaries = {}
+    for name, seed in (("base", None), ("sft", 0), ("grpo", 2)):
+        run = tmp_path / name
+        run.mkdir()
+        if seed is not None:
+            (run / "config.json").write_text(json.dumps({"stage": name, "seed": seed}))
+        summaries[name] = {"source": str(run) if seed is not None else "tiny"}
+    assert reports.training_seeds(summaries) == "; training seeds 0, 2 (one run per checkpoint)"
+    assert reports.training_seeds({"base": {"source": "tiny"}}) == ""
+    assert reports.training_seeds({"sft": summaries["sft"]}) == "; training seed 0 (one run per checkpoint)"

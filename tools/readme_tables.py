@@ -4,8 +4,7 @@ reports do not hold.
     python tools/readme_tables.py           # rewrite the blocks from reports/<profile>/
     python tools/readme_tables.py --check   # exit 1 naming each block that differs from its report
 
-A block `<!-- NAME:start -->` ... `<!-- NAME:end -->` holds the table of its report, then the report's description
-line and where it came from. `tests/test_readme.py` runs the check, so a regenerated report with a stale README fails.
+A block `<!-- NAME:start -->` ... `<!-- NAME:end -->` holds its report without the heading, then where it came from. `tests/test_readme.py` runs the check, so a regenerated report with a stale README fails.
 """
 
 from __future__ import annotations
@@ -26,15 +25,13 @@ BLOCKS = {  # marker name -> (report, what regenerates it)
 
 
 def block_text(report: Path, rel: str, how: str) -> str:
-    """The README block of a report: its Markdown table, a blank line, its description (the paragraph between the
-    heading and the table) and its source."""
+    """The README block of a report: the report without its heading (its description and tables, verbatim), then
+    where it came from."""
     lines = report.read_text().splitlines()
-    table = [ln for ln in lines if ln.startswith("|")]
-    if not table:
+    if not any(ln.startswith("|") for ln in lines):
         raise ValueError(f"{report}: no Markdown table in it")
-    prose = " ".join(ln.strip() for ln in lines[1 : lines.index(table[0])] if ln.strip())
-    source = f"(`{rel}`, regenerate with {how}.)"
-    return "\n".join(table) + "\n\n" + (f"{prose} {source}" if prose else source) + "\n"
+    body = "\n".join(lines[1:] if lines and lines[0].startswith("#") else lines).strip()
+    return f"{body}\n\n(`{rel}`; regenerate with {how}.)\n"
 
 
 def sync(readme: Path = ROOT / "README.md", root: Path = ROOT, check: bool = False) -> list[str]:
