@@ -1,7 +1,6 @@
 """Tokenizer, tiny-model build (cached, atomic) and `load_policy` for model dirs, adapter dirs and bad inputs."""
 
 import json
-import time
 
 import pytest
 import torch
@@ -124,9 +123,7 @@ def test_4bit_without_cuda_says_so(small_model):
 def test_default_tiny_model_builds_from_nothing_and_generates(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    start = time.time()
-    out = models.build_tiny_model(tmp_path / "base")
-    assert time.time() - start < 300  # about 20 s on 2 idle cores; a shared CI machine is slower
+    out = models.build_tiny_model(tmp_path / "base")  # its time is a benchmark's business, not a test's
     model = AutoModelForCausalLM.from_pretrained(out)
     tokenizer = AutoTokenizer.from_pretrained(out)
     assert 0.85e6 < sum(p.numel() for p in model.parameters()) < 1.0e6
