@@ -17,6 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BLOCKS = {  # marker name -> (report, what regenerates it)
     "results": ("reports/tiny/results.md", "`make demo`"),
+    "study": ("reports/tiny/studies/algorithms/summary.md", "`make study`"),
     "comparison": (
         "reports/tiny/comparison.md",
         "`python -m codelib.comparison params/tiny/variants/06_eval_algorithms.yaml`",
