@@ -133,7 +133,12 @@ def code_key(stage: str) -> str:
 
 
 def run_stage(stage: str, params: dict, notebook: Path, out_nb: Path, kernel: str | None = None) -> None:
+    """Execute a stage's notebook with papermill. Its kernel imports the `codelib` this process runs (REPO_ROOT leads
+    the kernel's PYTHONPATH): a clone that shares another clone's virtualenv would otherwise run that clone's code
+    (its editable install) under this clone's code hashes."""
     out_nb.parent.mkdir(parents=True, exist_ok=True)
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), before] if before else [str(REPO_ROOT)])
     try:
         pm.execute_notebook(
             str(notebook),
@@ -151,6 +156,11 @@ def run_stage(stage: str, params: dict, notebook: Path, out_nb: Path, kernel: st
             f" cell {e.exec_count} raised {e.ename}: {e.evalue}\n"
             f"the executed notebook is kept for inspection: {out_nb}"
         ) from None
+    finally:
+        if before is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = before
 
 
 def run(

@@ -159,3 +159,25 @@ def test_eval_outputs_are_one_dir_per_checkpoint(monkeypatch, tmp_path):
     got = pipeline.stage_outputs("06_eval", {"profile": "p", "checkpoints": {"base": "tiny", "sft": "x"}})
     assert got == [tmp_path / "p" / "eval" / "base", tmp_path / "p" / "eval" / "sft"]
     assert pipeline.stage_outputs("07_plots", {"profile": "p", "stages": ["sft"]}) == []
+
+
+def test_a_stage_kernel_imports_this_checkouts_codelib(tmp_path, monkeypatch):
+    """The kernel papermill starts must import the codelib whose code the stamps hashed (REPO_ROOT first on its
+    PYTHONPATH), whatever the virtualenv's editable install points at; the environment is restored afterwards."""
+    import os
+
+    from codelib.params import REPO_ROOT
+
+    seen = {}
+
+    def fake_execute(*a, **k):
+        seen["path"] = os.environ.get("PYTHONPATH")
+
+    monkeypatch.setattr(pipeline.pm, "execute_notebook", fake_execute)
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    pipeline.run_stage("07_plots", {}, tmp_path / "nb.ipynb", tmp_path / "out" / "nb.ipynb")
+    assert seen["path"].split(os.pathsep) == [str(REPO_ROOT), "/elsewhere"]
+    assert os.environ["PYTHONPATH"] == "/elsewhere"
+    monkeypatch.delenv("PYTHONPATH")
+    pipeline.run_stage("07_plots", {}, tmp_path / "nb.ipynb", tmp_path / "out" / "nb.ipynb")
+    assert seen["path"] == str(REPO_ROOT) and "PYTHONPATH" not in os.environ
