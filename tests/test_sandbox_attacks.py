@@ -2332,3 +2332,55 @@ def test_inherited_descriptors_are_only_its_own_stdio_and_channel(unprivileged):
         honest = b.map([sandbox.task_job(task, task.canonical_solution)])[0]
         assert honest.passed and honest.judge == "outside"  # the judge and the worker survived the forgeries
         assert_same_worker(b, before)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# sandbox.check runs identical jobs once (session 7): a copy's verdict is the run's, never a later run's view of
+# what an earlier one left behind. A program that passes only when it finds its own leftovers (in /tmp, /var/tmp,
+# /dev/shm or its cwd) must fail in every copy and in every near-copy (a distinct job, which does run).
+
+
+def _leftover_codes(task: Task) -> list[str]:
+    tag = uuid.uuid4().hex[:12]
+    body = textwrap.dedent(f"""\
+        import os
+        marks = ["/tmp/.lo-{tag}", "/var/tmp/.lo-{tag}", "/dev/shm/.lo-{tag}", ".lo-{tag}"]
+        if not any(os.path.exists(m) for m in marks):
+            for m in marks:
+                try:
+                    with open(m, "w") as f:
+                        f.write("left")
+                except OSError:
+                    pass
+            return None
+        return any(abs(a - b) < threshold for i, a in enumerate(numbers) for b in numbers[i + 1 :])
+        """)  # fmt: skip
+    body = textwrap.indent(body, "    ")
+    return [body, body, body, body + "    # a near-copy: another job\n", task.canonical_solution]
+
+
+def _check_leftovers(passed, status, same) -> None:
+    assert passed == [False, False, False, False, True], (passed, status)  # the control passes, no copy does
+    assert status[:4] == ["failed"] * 4
+    assert same == [True, True, False]  # copies share the one run's verdict; the near-copy ran on its own
+
+
+def test_identical_jobs_share_one_run_and_no_run_sees_another_runs_leftovers():
+    task = humaneval([0])[0]
+    v = sandbox.check([task] * 5, _leftover_codes(task), workers=1, timeout_s=TIMEOUT)
+    _check_leftovers([x.passed for x in v], [x.status for x in v], [v[1] is v[0], v[2] is v[0], v[3] is v[0]])
+
+
+@pytest.mark.slow
+def test_identical_jobs_share_one_run_and_see_no_leftovers_as_a_throwaway_user():
+    task = humaneval([0])[0]
+    body = """
+    from codelib import sandbox
+    from codelib.tasks import Task
+    t = Task(**params["task"])
+    v = sandbox.check([t] * 5, params["codes"], workers=1, timeout_s=15)
+    emit(passed=[x.passed for x in v], status=[x.status for x in v], same=[v[1] is v[0], v[2] is v[0], v[3] is v[0]])
+    """
+    out = as_throwaway_user(body, task=task.to_dict(), codes=_leftover_codes(task))
+    got = next(x for x in out["lines"] if "passed" in x)
+    _check_leftovers(got["passed"], got["status"], got["same"])
