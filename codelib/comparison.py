@@ -17,7 +17,7 @@ import pandas as pd
 
 from codelib import evaluator
 from codelib.params import atomic_write_text, main_config, read_jsonl, reports_root
-from codelib.reports import CLASSES, ckpt_root, eval_classes, load_summaries, pct
+from codelib.reports import CLASSES, ckpt_root, eval_classes, load_summaries, pct, run_dir_of
 
 
 def algorithm_of(config: dict) -> str:
@@ -76,7 +76,7 @@ def comparison_frame(profile: str, summaries: dict[str, dict] | None = None, bas
     base = summaries.get(baseline)
     rows = []
     for name, s in summaries.items():
-        run = _run_dir_of(profile, s.get("source", ""), name)
+        run = run_dir_of(profile, s.get("source", ""), name)
         config = json.loads((run / "config.json").read_text()) if run and (run / "config.json").exists() else {}
         metrics = read_jsonl(run / "metrics.jsonl") if run and (run / "metrics.jsonl").exists() else []
         zero = [r["zero_std_frac"] for r in metrics if isinstance(r.get("zero_std_frac"), (int, float))]
@@ -105,16 +105,6 @@ def paired_vs(s: dict, base: dict) -> dict:
         return evaluator.compare(s, base, iters=settings.get("bootstrap_iters", 1000), seed=settings.get("seed", 0))
     except ValueError:  # no task in common
         return {}
-
-
-def _run_dir_of(profile: str, source: str, name: str) -> Path | None:
-    """The run directory a checkpoint came from: its source path if that is a run dir, else checkpoints/<profile>/<name>."""
-    from codelib.params import resolve
-
-    for cand in (resolve(source) if source else None, ckpt_root(profile) / name):
-        if cand is not None and cand.is_dir() and (cand / "config.json").exists():
-            return cand
-    return None
 
 
 def settings_line(summaries: dict[str, dict]) -> str:
@@ -146,7 +136,7 @@ def comparison_markdown(profile: str, df: pd.DataFrame, baseline: str = "sft", s
              "tokens of the eval samples; train min: training wall time; zero-var groups: the mean share of a "
              "step's groups whose rewards were all equal (no signal; '-' for one sample per task); the last column: "
              "% of eval samples in each failing verdict class; seed: the run's training seed (one per run).",
-             "", settings_line(summaries or {}), "",
+             "", *([settings_line(summaries), ""] if summaries else []),
              "| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]  # fmt: skip
     for r in df.to_dict("records"):
         delta = "-"

@@ -199,17 +199,23 @@ def pct(x: float) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}"
 
 
-def training_seeds(summaries: dict[str, dict]) -> str:
+def run_dir_of(profile: str, source: str, name: str) -> Path | None:
+    """The run directory a checkpoint came from: its source path if that is a run dir, else checkpoints/<profile>/<name>."""
+    for cand in (resolve(source) if source else None, ckpt_root(profile) / name):
+        if cand is not None and cand.is_dir() and (cand / "config.json").exists():
+            return cand
+    return None
+
+
+def training_seeds(profile: str, summaries: dict[str, dict]) -> str:
     """ "; training seed 0 (one run per checkpoint)": the seeds in the config.json of the runs the checkpoints came
     from ("" when none names one)."""
     seeds = set()
-    for s in summaries.values():
-        source = resolve(s["source"]) if s.get("source") else None
-        config = source / "config.json" if source is not None and source.is_dir() else None
-        if config is not None and config.exists():
-            seed = json.loads(config.read_text()).get("seed")
-            if seed is not None:
-                seeds.add(seed)
+    for name, s in summaries.items():
+        run = run_dir_of(profile, s.get("source", ""), name)
+        seed = json.loads((run / "config.json").read_text()).get("seed") if run else None
+        if seed is not None:
+            seeds.add(seed)
     if not seeds:
         return ""
     return (
@@ -239,7 +245,7 @@ def results_markdown(profile: str, summaries: dict[str, dict], df: pd.DataFrame 
         f"# Results: {st.get('dataset')}/{st.get('split')} ({profile})",
         "",
         f"{int(df['tasks'].max()) if len(df) else 0} tasks, {sampling}, evaluation seed {st.get('seed')}"
-        f"{training_seeds(summaries)}. Percentages; CIs are "
+        f"{training_seeds(profile, summaries)}. Percentages; CIs are "
         f"{st.get('bootstrap_iters')}-resample bootstraps over tasks, Δ is paired over the same tasks. "
         + ("`passed` = tasks solved." if greedy else "`passed` = expected tasks solved by one sample (Σ c/n)."),
         "",

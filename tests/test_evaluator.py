@@ -287,6 +287,6 @@ def test_results_table_names_the_training_seeds(tmp_path):
         if seed is not None:
             (run / "config.json").write_text(json.dumps({"stage": name, "seed": seed}))
         summaries[name] = {"source": str(run) if seed is not None else "tiny"}
-    assert reports.training_seeds(summaries) == "; training seeds 0, 2 (one run per checkpoint)"
-    assert reports.training_seeds({"base": {"source": "tiny"}}) == ""
-    assert reports.training_seeds({"sft": summaries["sft"]}) == "; training seed 0 (one run per checkpoint)"
+    assert reports.training_seeds("nowhere", summaries) == "; training seeds 0, 2 (one run per checkpoint)"
+    assert reports.training_seeds("nowhere", {"base": {"source": "tiny"}}) == ""
+    assert reports.training_seeds("nowhere", {"sft": summaries["sft"]}) == "; training seed 0 (one run per checkpoint)"
