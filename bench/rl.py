@@ -1,7 +1,8 @@
 """Rollout + reward + update throughput of one RL step on the tiny model, and our loops against TRL's GRPOTrainer.
 
-Every trainer takes the same batch: 128 completions per step (GRPO: 16 tasks x 8; REINFORCE: 128 tasks x 1;
-PPO: 16 tasks x 8, one epoch and four), the same start policy and 48 new tokens at most. Reported per trainer:
+Every trainer takes the same batch: 128 completions per step (GRPO: 16 tasks x 8; REINFORCE: 128 tasks x 1, and
+RLOO 16 tasks x 8; PPO: 16 tasks x 8, one epoch and four), the same start policy and 48 new tokens at most. The
+"shared prefix" rows run our loops with `shared_prefix: true` (each distinct prompt runs once in the update forwards). Reported per trainer:
 median step time (the first step of every run dropped: it warms up the sandbox and the kernels), completions/s,
 generated tokens/s, the generation and sandbox shares of a step, the pass rate it saw, and the ratio of TRL GRPO's
 step time to ours (2.00x: our step takes half the time of TRL's on the same batch).
@@ -104,6 +105,15 @@ def trainers(init: str, steps: int, before: bool, threads: int = 2) -> dict:
             ppo.Config(stage=s, batch_size=16, samples_per_task=8, ppo_epochs=1, **common))),
         "ppo, 4 epochs (ours)": (contextlib.nullcontext, lambda s: ppo.train(
             ppo.Config(stage=s, batch_size=16, samples_per_task=8, ppo_epochs=4, **common))),
+        "rloo 16 x 8 (ours)": (contextlib.nullcontext, lambda s: reinforce.train(
+            reinforce.Config(stage=s, batch_size=16, samples_per_task=8, baseline="rloo", **common))),
+        "rloo 16 x 8 (ours, shared prefix)": (contextlib.nullcontext, lambda s: reinforce.train(
+            reinforce.Config(stage=s, batch_size=16, samples_per_task=8, baseline="rloo", shared_prefix=True,
+                             **common))),
+        "ppo, 1 epoch (ours, shared prefix)": (contextlib.nullcontext, lambda s: ppo.train(
+            ppo.Config(stage=s, batch_size=16, samples_per_task=8, ppo_epochs=1, shared_prefix=True, **common))),
+        "ppo, 4 epochs (ours, shared prefix)": (contextlib.nullcontext, lambda s: ppo.train(
+            ppo.Config(stage=s, batch_size=16, samples_per_task=8, ppo_epochs=4, shared_prefix=True, **common))),
     }  # fmt: skip
     if before:
         runs["reinforce (ours, before)"] = (before_issue14, runs["reinforce (ours)"][1])

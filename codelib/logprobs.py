@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from transformers import DynamicCache
 
 PACK = True  # token_logprobs on packed rows (issue 14); False: the padded forward, as before (bench.rl --before)
 
@@ -101,11 +102,22 @@ def _unpack(x: torch.Tensor, p: Packed) -> torch.Tensor:
 
 
 def token_logprobs(
-    model, batch: Batch, with_entropy: bool = False, with_hidden: bool = False, packed: bool | None = None
+    model,
+    batch: Batch,
+    with_entropy: bool = False,
+    with_hidden: bool = False,
+    packed: bool | None = None,
+    shared: bool = False,
 ):
     """Per-token log p(token | prefix) of every target position: [B, T-1] (+ entropy [B, T-1], hidden [B, T-1, H]).
 
-    packed: run the model on packed rows (default `PACK`); the values agree with the padded forward's to ~1e-6."""
+    packed: run the model on packed rows (default `PACK`); the values agree with the padded forward's to ~1e-6.
+    shared: when rows share prompts (a task's group of samples), run each distinct prompt once (`shared_prefix`);
+    then only completion targets carry values (prompt targets are 0, as every consumer masks them)."""
+    if shared:
+        out = shared_prefix_logprobs(model, batch, with_entropy, with_hidden)
+        if out is not None:
+            return out
     p = pack(batch) if (PACK if packed is None else packed) else None
     if p is None:
         return _token_logprobs_padded(model, batch, with_entropy, with_hidden)
@@ -140,10 +152,117 @@ def _token_logprobs_padded(model, batch: Batch, with_entropy: bool = False, with
     return (logp, extras) if extras else logp
 
 
-def reference_logprobs(model, batch: Batch) -> torch.Tensor:
+def reference_logprobs(model, batch: Batch, shared: bool = False) -> torch.Tensor:
     """log-probs under the start policy: the same network with the RL adapter switched off (no autograd graph)."""
     with torch.inference_mode(), model.disable_adapter():
-        return token_logprobs(model, batch).clone()  # clone: a normal tensor, usable beside autograd ones
+        return token_logprobs(
+            model, batch, shared=shared
+        ).clone()  # clone: a normal tensor, usable beside autograd ones
+
+
+SHARE_AT_MOST = 0.5  # shared_prefix_logprobs runs only when distinct prompts are at most this share of the rows
+CHUNK_WASTE = 1.4  # a completion chunk's padded size (rows x longest) at most this times its tokens (one row at least)
+
+
+def length_chunks(lengths: list[int], waste: float = CHUNK_WASTE) -> list[list[int]]:
+    """Rows grouped by completion length, longest first, so that right-padding a chunk to its longest row costs at
+    most `waste` times its real tokens: one 48-token completion among 12-token ones runs alone instead of padding
+    127 rows to 48."""
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    chunks: list[list[int]] = []
+    total = 0
+    for i in order:
+        if chunks and lengths[chunks[-1][0]] * (len(chunks[-1]) + 1) <= waste * (total + lengths[i]):
+            chunks[-1].append(i)
+            total += lengths[i]
+        else:
+            chunks.append([i])
+            total = lengths[i]
+    return chunks
+
+
+def _place(x: torch.Tensor, valid: torch.Tensor, target: torch.Tensor, width: int) -> torch.Tensor:
+    """[n, L, ...] values of completion tokens -> [n, width, ...] at their target positions (0 elsewhere)."""
+    n, L, extra = x.shape[0], x.shape[1], x.shape[2:]
+    v = valid.reshape(n, L, *([1] * len(extra))).to(x.dtype)
+    out = x.new_zeros(n, width + L, *extra)  # room past width: a padded j never lands on a real target
+    where = target.reshape(n, L, *([1] * len(extra))).expand(n, L, *extra)
+    return out.scatter_add(1, where, x * v)[:, :width]
+
+
+def shared_prefix_logprobs(model, batch: Batch, with_entropy: bool = False, with_hidden: bool = False):
+    """`token_logprobs` computing each distinct prompt once (speed, issue 14); None when it does not apply.
+
+    A group of samples of one task repeats its prompt in every row: a PPO/RLOO batch of 16 tasks x 8 samples runs the
+    model over 128 prompts where 16 differ. Here the distinct prompts run once, left-padded, with a KV cache; the
+    cache is indexed out to every row (an autograd op: a prompt's gradient sums over its samples), and the
+    completions run on it in chunks of like length (`length_chunks`), right-padded, at positions that continue their
+    prompt. Only completion targets get values
+    (log_softmax over completion positions only; prompt targets are 0: every consumer masks them with
+    completion_mask). Equal to the packed forward up to float rounding (~1e-5 on a sequence's summed log-prob,
+    ~1e-6 relative on gradients: other matmul shapes; `tests/test_speed.py`).
+
+    Not used (None) when prompts repeat little (distinct > SHARE_AT_MOST of the rows), under DDP (two forwards
+    through one DDP module before a backward), or for a model whose cache is not transformers' Cache."""
+    if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        return None
+    comp = batch.completion_mask  # [B, T-1]
+    B, T1 = comp.shape
+    clen = comp.sum(-1).long()  # [B]
+    if B < 2 or bool((clen < 1).any()):
+        return None
+    plen = comp.argmax(-1) + 1  # [B]: the first completion target t predicts token t + 1
+    prompts = [tuple(r[:n]) for r, n in zip(batch.input_ids.tolist(), plen.tolist(), strict=True)]
+    index: dict[tuple, int] = {}
+    which = [index.setdefault(p, len(index)) for p in prompts]
+    if len(index) > SHARE_AT_MOST * B:
+        return None
+    device = batch.input_ids.device
+    uniq = list(index)
+    W, pad = max(len(u) for u in uniq), int(batch.input_ids[0, -1])
+    ids = torch.tensor([[pad] * (W - len(u)) + list(u) for u in uniq], device=device)  # [U, W], left-padded
+    m = torch.tensor([[0] * (W - len(u)) + [1] * len(u) for u in uniq], device=device)  # [U, W]
+    pos = (m.cumsum(-1) - 1).clamp(min=0)  # [U, W]
+    first = model(input_ids=ids, attention_mask=m, position_ids=pos, use_cache=True, output_hidden_states=with_hidden)
+    layers = getattr(first.past_key_values, "layers", None)
+    if not layers or not all(hasattr(x, "keys") and hasattr(x, "values") for x in layers):
+        return None
+    kv = [(x.keys, x.values) for x in layers]  # [U, heads, W, d] each
+    idx = torch.tensor(which, device=device)  # [B]: row -> its prompt
+    parts, rows_done = [], []
+    for rows in length_chunks(clen.tolist()):
+        r = torch.tensor(rows, device=device)
+        sel = idx[r]
+        # every row of the chunk gets its prompt's keys and values (an autograd op: gradients sum over samples)
+        cache = DynamicCache(ddp_cache_data=[(k[sel], v[sel]) for k, v in kv])
+        pl, cl = plen[r], clen[r]
+        L = int(cl.max())
+        j = torch.arange(L, device=device)  # [L]
+        valid = j[None, :] < cl[:, None]  # [n, L]
+        src = (pl[:, None] + j[None, :]).clamp(max=batch.input_ids.shape[1] - 1)  # column of completion token j
+        cids = torch.where(valid, batch.input_ids[r].gather(1, src), torch.full_like(src, pad))  # [n, L]
+        second = model(input_ids=cids, attention_mask=torch.cat([m[sel], valid.long()], dim=1),
+                       position_ids=pos[sel, -1:] + 1 + j[None, :], past_key_values=cache, use_cache=False,
+                       output_hidden_states=with_hidden)  # fmt: skip
+        # the state that predicts completion token j: the prompt's last position for j = 0, completion position j-1
+        logits = torch.cat([first.logits[sel, -1:], second.logits[:, :-1]], dim=1).float()  # [n, L, V]
+        logp_all = torch.log_softmax(logits, dim=-1)
+        target = (pl - 1)[:, None] + j[None, :]  # [n, L]: its target position in the [B, T-1] layout
+
+        part = {"logp": _place(logp_all.gather(-1, cids.unsqueeze(-1)).squeeze(-1), valid, target, T1)}
+        if with_entropy:
+            part["entropy"] = _place(-(logp_all.exp() * logp_all).sum(-1), valid, target, T1)
+        if with_hidden:
+            hidden = torch.cat([first.hidden_states[-1][sel, -1:], second.hidden_states[-1][:, :-1]], dim=1)
+            part["hidden"] = _place(hidden, valid, target, T1)
+        parts.append(part)
+        rows_done += rows
+    back = torch.empty(B, dtype=torch.long, device=device)
+    back[torch.tensor(rows_done, device=device)] = torch.arange(B, device=device)  # chunk order -> batch order
+    out = {k: torch.cat([p[k] for p in parts])[back] for k in parts[0]}
+    logp = out.pop("logp")
+    extras = out
+    return (logp, extras) if extras else logp
 
 
 def kl_to_start(logp: torch.Tensor, ref_logp: torch.Tensor, mask: torch.Tensor) -> float:

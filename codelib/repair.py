@@ -312,7 +312,19 @@ def episode_reward(passed_reward: float, turns_used: int, discount: float, cost:
 
 def _mutations(body: str, rng: random.Random) -> list[str]:
     """Wrong variants of a one-line `return ...` body, most plausible first: a changed constant, a swapped
-    operator or builtin, a changed string."""
+    operator or builtin, a changed string. A bare constant (the probe family, `synthetic.probe_specs`) gets guesses:
+    other constants of its kind, unrelated to it, so only the feedback can tell the fix."""
+    bare = re.fullmatch(r"(\s*return )(\d+|'[a-z]+')\n?", body)
+    if bare:
+        value = ast.literal_eval(bare[2])
+        letters = "abcdefghijklmnopqrstuvwxyz"
+        draw = (
+            (lambda: rng.randint(10, 99))
+            if isinstance(value, int)
+            else (lambda: rng.choice(letters) + rng.choice(letters))
+        )
+        guesses = [g for g in (draw() for _ in range(8)) if g != value]
+        return [f"{bare[1]}{g!r}\n" for g in guesses]
     out = []
     for m in re.finditer(r"(?<![\w.])\d+(?![\w.])", body):
         v = int(m.group())
@@ -385,9 +397,12 @@ def repair_examples(tasks: list[Task], n: int, seed: int = 0, public_rule: str =
     return out
 
 
-def sft_tasks(train: list[Task], repair: int, seed: int = 0, **kwargs) -> list[Task]:
-    """The training split with `repair` repair examples mixed in (seeded), for `codelib.trainers.sft.train`."""
+def sft_tasks(train: list[Task], repair: int, seed: int = 0, probe: list[Task] = (), **kwargs) -> list[Task]:
+    """The training split with `repair` repair examples mixed in (seeded), for `codelib.trainers.sft.train`; `probe`
+    tasks (`synthetic.probe_specs`, the answer only in the tests) join as they are and as one repair example each."""
     mixed = list(train) + repair_examples(train, repair, seed=seed, **kwargs)
+    if probe:
+        mixed += list(probe) + repair_examples(probe, len(probe), seed=seed, **kwargs)
     random.Random(seed).shuffle(mixed)
     return mixed
 

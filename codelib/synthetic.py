@@ -374,3 +374,56 @@ def fresh_specs(seed: int = 0, n: int = 400, n_test: int = 300) -> list[Spec]:
             drawn.append(spec)
     rng.shuffle(drawn)
     return [_renumber(s, f"synthetic/fresh/{i}") for i, s in enumerate(drawn)]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the probe family (multi-turn repair): the spec lives only in the tests
+
+PROBE_WORDINGS = {
+    "int": ("Return the number that the tests expect.", "Return the fixed number the tests check for."),
+    "str": ("Return the word that the tests expect.", "Return the fixed word the tests check for."),
+}
+PROBE_INTS = tuple(range(10, 100))
+PROBE_WORDS = tuple(c + d for c in LETTERS for d in LETTERS)
+
+
+def _probe_held_out(seed: int) -> dict[str, set]:
+    """The values the probe's held-out split uses and its training split never does: 20 of the 90 numbers and
+    120 of the 676 two-letter words."""
+    rng = random.Random(f"probe/held/{seed}")
+    return {"int": set(rng.sample(PROBE_INTS, 20)), "str": set(rng.sample(PROBE_WORDS, 120))}
+
+
+def probe_specs(seed: int = 0, n: int = 200, held_out: bool = True) -> list[Spec]:
+    """Tasks whose answer is written nowhere but in their tests: a function of one ignored argument that returns a
+    fixed number or two-letter word, its docstring saying only "the value the tests expect". The prompt alone
+    cannot determine the answer, a failing public test's feedback (`assert f(3) == 17 failed, got 12`) does: a
+    model that solves these at the second turn and not at the first, or not with an empty message, reads the
+    feedback. Opt-in for the repair stage (`probe_examples`, `probe_eval`); the synthetic suite above does not
+    change. held_out: values the training side (held_out=False) never uses."""
+    held = _probe_held_out(seed)
+    rng = random.Random(f"probe/{'test' if held_out else 'train'}/{seed}")
+    pools = {"int": PROBE_INTS, "str": PROBE_WORDS}
+    out = []
+    for i in range(n):
+        kind = ("int", "str")[i % 2]
+        pool = sorted(held[kind]) if held_out else [v for v in pools[kind] if v not in held[kind]]
+        value, wording, arg, fname = (
+            rng.choice(pool),
+            rng.randrange(2),
+            rng.choice(INT_NAMES),
+            rng.choice(FUNCTION_NAMES),
+        )
+        prompt = f'def {fname}({arg}):\n    """{PROBE_WORDINGS[kind][wording]}"""\n'
+        calls = rng.sample(range(100), 6)
+        asserts = "".join(f"    assert candidate({c}) == {value!r}\n" for c in calls)
+        task = Task(task_id=f"synthetic/{'probe' if held_out else 'probe_train'}/{i}", prompt=prompt,
+                    tests="def check(candidate):\n" + asserts, entry_point=fname,
+                    canonical_solution=f"    return {value!r}\n", kind="function")  # fmt: skip
+        out.append(Spec(task, f"probe_{kind}", "probe", value, wording, (arg,)))
+    return out
+
+
+def generate_probe(seed: int = 0, n: int = 200, held_out: bool = True) -> list[Task]:
+    """The `probe` (held-out values) or `probe_train` split's tasks (`probe_specs`)."""
+    return [s.task for s in probe_specs(seed, n, held_out)]

@@ -230,11 +230,13 @@ def _synthetic(split: str, source: str) -> list[Task]:
         return synthetic.generate_rl()
     if split == "fresh":  # a second held-out set: the test split's rules, other draws, none of its prompts
         return synthetic.generate_fresh()
+    if split in ("probe", "probe_train"):  # the repair stage's probe: the answer only in the tests (held-out values)
+        return synthetic.generate_probe(n=200 if split == "probe" else 2000, held_out=split == "probe")
     train, test = synthetic.generate()
     if split == "all":
         return train + test
     if split not in ("train", "test"):
-        raise ValueError(f"synthetic has splits train, test, rl, fresh, all; not {split!r}")
+        raise ValueError(f"synthetic has splits train, test, rl, fresh, probe, probe_train, all; not {split!r}")
     return train if split == "train" else test
 
 

@@ -206,3 +206,76 @@ def test_explorer_shows_every_turn():
     text = explore.render_episode(row)
     assert "turn 1" in text and "turn 2" in text and "boom, got 0" in text and task.canonical_solution.strip() in text
     assert "boom, got 0" in explore.render_episode_html(row) and row["passed"] and row["turns_used"] == 2
+
+
+def test_probe_repair_examples_carry_the_answer_in_the_feedback_only():
+    """A probe task's repair example: the wrong attempt is an unrelated guess, and the expected value reaches the
+    fix only through the feedback, which quotes a public test (never a hidden one)."""
+    probe = synthetic.generate_probe(n=40, held_out=False)
+    by_id = {t.task_id: t for t in probe}
+    ex = repair.repair_examples(probe, 40, seed=0, empty_share=0.0)
+    assert len(ex) == 40
+    for t in ex:
+        orig = by_id[t.task_id.removesuffix("/repair")]
+        value = orig.canonical_solution.strip().removeprefix("return ")
+        wrong, _, rest = t.prompt[len(orig.prompt) :].partition("# feedback: ")
+        feedback = rest.splitlines()[0]
+        guess = wrong.strip().removeprefix("return ")
+        assert guess != value and feedback.endswith(f"== {value} failed, got {guess}")
+        split = repair.split_tests(orig)
+        shown = feedback.removesuffix(f" failed, got {guess}").replace(f"{orig.entry_point}(", "candidate(")
+        assert shown in repair.hidden_sources(orig, flip(split))  # a public test...
+        assert shown not in repair.hidden_sources(orig, split)  # ...and no hidden one
+    mixed = repair.sft_tasks(TRAIN, 30, seed=0, probe=probe[:10])
+    assert len(mixed) == len(TRAIN) + 30 + 2 * 10
+    assert sum(t.task_id.endswith("/repair") and "/probe_train/" in t.task_id for t in mixed) == 10
+    # without probe tasks the mix is what it was before the probe existed
+    old = list(TRAIN) + repair.repair_examples(TRAIN, 30, seed=0)
+    random.Random(0).shuffle(old)
+    assert repair.sft_tasks(TRAIN, 30, seed=0) == old
+
+
+@pytest.mark.slow
+def test_evaluate_reports_the_probe_beside_the_held_out_tasks(tiny_sft, tmp_path, monkeypatch):
+    """probe_eval adds the probe's comparison: its own cache, a section of summary.md, rows of comparisons.csv and
+    figures; the held-out split's summaries are what evaluate returns."""
+    import pandas as pd
+
+    monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path))
+    cfg = trainer.Config(profile="test", eval_checkpoints={"sft": str(tiny_sft)}, eval_limit=3, probe_eval=4,
+                         eval_samples=1, eval_independent=2, max_new_tokens=8, threads=1, bootstrap_iters=20)  # fmt: skip
+    out = trainer.evaluate(cfg)
+    assert list(out) == ["sft"] and out["sft"]["tasks"] == 3
+    probe = trainer.eval_dir(cfg, "sft", trainer.PROBE)
+    assert (probe / "summary.json").exists() and "synthetic/probe/3" in (probe / "episodes.jsonl").read_text()
+    report = tmp_path / "test" / "repair"
+    text = (report / "summary.md").read_text()
+    assert "# Held-out tasks" in text and "# Probe: the answer only in the tests" in text
+    assert set(pd.read_csv(report / "comparisons.csv")["task_set"]) == {"held_out", "probe"}
+    assert (report / "figures" / "success_by_turn_probe.png").exists()
+
+
+@pytest.mark.slow
+def test_the_stage_notebook_trains_evaluates_and_shows_every_turn(tiny_sft, tmp_path, monkeypatch):
+    """09_repair.ipynb under papermill (as `python -m codelib.pipeline --only 09_repair` runs it): the RL cell trains
+    (a code cell, not text), the evaluation finds checkpoints by their params-file paths from the notebook's cwd,
+    and the report holds both task sets."""
+    import json
+
+    from codelib import pipeline
+    from codelib.params import REPO_ROOT, load_yaml
+
+    monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "reports"))
+    params = {**load_yaml(REPO_ROOT / "params" / "tiny" / "09_repair.yaml"), "profile": "test", "stage": "repair_nb",
+              "init": str(tiny_sft), "steps": 1, "batch_size": 2, "samples_per_task": 2, "max_new_tokens": 8,
+              "sft_stage": "", "limit": 16, "eval_checkpoints": {"repair": "checkpoints/test/repair_nb"},
+              "eval_limit": 2, "probe_eval": 2, "eval_samples": 1, "eval_independent": 2, "threads": 1,
+              "report_to": "none", "bootstrap_iters": 20, "save_every": 1}  # fmt: skip
+    out = tmp_path / "09_repair.ipynb"
+    pipeline.run_stage("09_repair", params, REPO_ROOT / "notebooks" / "09_repair.ipynb", out)
+    cells = json.loads(out.read_text())["cells"]
+    assert any("launch.train" in "".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    cfg = trainer.Config(**{k: v for k, v in params.items() if k != "extends"})
+    assert read_jsonl(cfg.run_dir / "metrics.jsonl")[0]["step"] == 1  # the RL cell ran
+    assert (trainer.eval_dir(cfg, "repair", trainer.PROBE) / "summary.json").exists()
+    assert "# Probe" in (tmp_path / "reports" / "test" / "repair" / "summary.md").read_text()

@@ -190,6 +190,28 @@ def test_ppo_value_head_trains(tiny_sft):
 
 
 @pytest.mark.slow
+def test_shared_prefix_trains_as_the_packed_forward_does(tiny_sft):
+    """PPO with a value head on groups of 4 samples: `shared_prefix` runs each prompt once and the first update
+    sees the same rollouts, loss, value loss and KL (to float rounding), and moves the adapter the same way."""
+    from safetensors.torch import load_file
+
+    runs = {}
+    for shared in (False, True):
+        kw = {**_rl_kwargs(f"ppo_shared_{shared}"), "steps": 1, "batch_size": 4}
+        runs[shared] = ppo.train(ppo.Config(init=str(tiny_sft), critic="value_head", samples_per_task=4,
+                                            shared_prefix=shared, **kw))  # fmt: skip
+    a, b = (read_jsonl(runs[s] / "metrics.jsonl")[0] for s in (False, True))
+    assert a["reward_mean"] == b["reward_mean"] and a["completion_len"] == b["completion_len"]  # same rollouts
+    for key in ("loss", "value_loss", "kl", "approx_kl"):
+        assert math.isclose(a[key], b[key], rel_tol=1e-3, abs_tol=1e-5), (key, a[key], b[key])
+    wa, wb = (load_file(str(runs[s] / "adapter_model.safetensors")) for s in (False, True))
+    for k in wa:
+        if "lora_B" in k:
+            assert torch.allclose(wa[k], wb[k], atol=1e-4), k
+    assert json.loads((runs[True] / "config.json").read_text())["shared_prefix"] is True
+
+
+@pytest.mark.slow
 def test_ppo_resume_gives_the_same_next_step(tiny_sft):
     """Stopped after step 2 and started again, step 3 matches an uninterrupted 3-step run."""
     full = ppo.train(ppo.Config(init=str(tiny_sft), **{**_rl_kwargs("ppo_full"), "steps": 3}))

@@ -4,8 +4,8 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from codelib import generation
-from codelib.logprobs import make_batch, pack, token_logprobs
+from codelib import generation, logprobs
+from codelib.logprobs import make_batch, pack, shared_prefix_logprobs, token_logprobs
 
 
 class _Tok:
@@ -50,6 +50,52 @@ def test_packed_log_probs_equal_padded_ones_values_and_gradients(model):
         results.append((logp * mask, ex["entropy"] * mask, ex["hidden"] * mask[..., None], grads))
     for a, b in zip(*results, strict=True):
         assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+
+
+def test_shared_prefix_log_probs_equal_packed_ones_values_and_gradients(model):
+    """Groups of samples of one prompt (PPO/RLOO batches), prompts and completions of mixed lengths, in any order:
+    running each prompt once gives the packed forward's completion log-probs, entropies, hidden states and
+    gradients (through the cache, a prompt's gradient sums over its samples)."""
+    g = torch.Generator().manual_seed(2)
+    distinct = [torch.randint(1, 32, (int(n),), generator=g).tolist() for n in (9, 3, 12, 5)]
+    rows = [0, 1, 2, 3, 0, 1, 2, 3, 2, 0, 3, 1]  # every prompt three times, interleaved (a shuffled minibatch)
+    prompts = [distinct[r] for r in rows]
+    comps = [torch.randint(0, 32, (int(n),), generator=g).tolist() for n in (2, 11, 1, 6, 3, 9, 1, 4, 7, 5, 1, 8)]
+    batch = make_batch(prompts, comps, pad_id=0)
+    mask = batch.completion_mask
+    results = []
+    for shared in (False, True):
+        model.zero_grad()
+        logp, ex = token_logprobs(model, batch, with_entropy=True, with_hidden=True, shared=shared)
+        hidden_term = (ex["hidden"].sum(-1) * mask).sum()
+        ((logp * mask).sum() + (ex["entropy"] * mask).sum() + hidden_term).backward()
+        grads = torch.cat([q.grad.flatten() for q in model.parameters()])
+        results.append((logp * mask, ex["entropy"] * mask, ex["hidden"] * mask[..., None], grads))
+    for a, b in zip(*results, strict=True):
+        assert float((a - b).abs().max()) <= 2e-5 * max(1.0, float(a.abs().max())), (a - b).abs().max()
+    assert shared_prefix_logprobs(model, batch) is not None  # it did run, not the packed fallback
+    logp = token_logprobs(model, batch, shared=True)
+    assert torch.equal(logp * (1 - mask), torch.zeros_like(logp))  # prompt targets carry nothing
+
+
+def test_length_chunks_bound_the_padding():
+    lengths = [12, 48, 11, 13, 12, 10, 12, 11]
+    chunks = logprobs.length_chunks(lengths)
+    assert sorted(i for c in chunks for i in c) == list(range(8)) and chunks[0] == [1]  # the long one alone
+    for c in chunks:
+        assert max(lengths[i] for i in c) * len(c) <= logprobs.CHUNK_WASTE * sum(lengths[i] for i in c) or len(c) == 1
+    assert logprobs.length_chunks([5] * 6) == [[0, 1, 2, 3, 4, 5]]
+
+
+def test_shared_prefix_falls_back_when_prompts_barely_repeat(model, monkeypatch):
+    """Distinct prompts (REINFORCE's 128 x 1) or a single row: the packed forward runs, values unchanged."""
+    batch = make_batch([[1, 2, 3], [4, 5], [6]], [[7, 8], [9], [10, 11, 12]], pad_id=0)
+    assert shared_prefix_logprobs(model, batch) is None
+    assert torch.equal(token_logprobs(model, batch, shared=True), token_logprobs(model, batch))
+    half = make_batch([[1, 2], [1, 2], [3], [4]], [[5], [6], [7], [8]], pad_id=0)  # 3 distinct of 4 rows
+    assert shared_prefix_logprobs(model, half) is None
+    monkeypatch.setattr(logprobs, "SHARE_AT_MOST", 0.75)
+    assert shared_prefix_logprobs(model, half) is not None
 
 
 def test_packing_leaves_left_padded_and_single_rows_alone(model):

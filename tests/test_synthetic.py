@@ -196,3 +196,24 @@ def test_fresh_split_is_held_out_rules_none_of_the_shipped_test_tasks(suite):
     from codelib.tasks import load_tasks
 
     assert [t.task_id for t in load_tasks("synthetic", "fresh")] == [f"synthetic/fresh/{i}" for i in range(400)]
+
+
+def test_probe_tasks_hold_their_answer_only_in_the_tests():
+    """The repair stage's probe: the value is written nowhere in the prompt, every assert holds it, the held-out
+    split's values never occur on the training side, and the canonical solutions pass (a guess fails)."""
+    from codelib import synthetic
+    from codelib.tasks import load_tasks
+
+    held, train = synthetic.probe_specs(n=200), synthetic.probe_specs(n=2000, held_out=False)
+    assert {s.constant for s in held}.isdisjoint({s.constant for s in train})
+    assert {type(s.constant) for s in held} == {int, str}
+    for s in held + train[:300]:
+        assert repr(s.constant) not in s.task.prompt and not any(c.isdigit() for c in s.task.prompt)
+        assert s.task.tests.count(f") == {s.constant!r}\n") == 6
+    assert synthetic.probe_specs(n=20) == synthetic.probe_specs(n=20) != synthetic.probe_specs(seed=1, n=20)
+    assert [t.task_id for t in load_tasks("synthetic", "probe")[:2]] == ["synthetic/probe/0", "synthetic/probe/1"]
+    tasks = [s.task for s in held[:40]]
+    assert failing([program_for(t, t.canonical_solution) for t in tasks]) == []
+    guess = [program_for(s.task, f"    return {s.constant + 1 if isinstance(s.constant, int) else 'zz'!r}\n")
+             for s in held[:40]]  # fmt: skip
+    assert sorted(failing(guess)) == list(range(40))

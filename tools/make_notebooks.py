@@ -90,7 +90,7 @@ def notebook(title: str, intro: str, config: str, yaml_name: str, cells: list[st
         )
     )
     for c in cells:
-        if c.startswith("## ") or c.startswith("# "):
+        if c.startswith("## ") or (c.startswith("# ") and "\n" not in c.strip()):  # a heading; a comment opens code
             nb.cells.append(nbformat.v4.new_markdown_cell(escape_markdown(c)))
         else:
             nb.cells.append(nbformat.v4.new_code_cell(c))

@@ -115,6 +115,7 @@ class OnlineConfig(TrainEvalConfig):
     kl_estimator: str = "k3"  # k1 | k2 | k3 (Schulman 2020); k3 is GRPO's
     dynamic_sampling: bool = False  # DAPO: drop groups whose rewards are all equal, refill from fresh tasks
     max_refills: int = 4  # dynamic sampling: at most this many extra rollout batches per step
+    shared_prefix: bool = False  # update forwards run each distinct prompt once (faster; floats move ~1e-5)
 
     def __post_init__(self):
         super().__post_init__()

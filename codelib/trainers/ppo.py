@@ -136,11 +136,11 @@ def train(cfg: Config) -> Path:
         run.model.eval()
         with torch.no_grad():
             if use_values:
-                logp_old, ex = token_logprobs(run.model, batch, with_hidden=True)
+                logp_old, ex = token_logprobs(run.model, batch, with_hidden=True, shared=cfg.shared_prefix)
                 values_old = run.heads["value_head"](ex["hidden"].float()).squeeze(-1)  # [N, T-1]
             else:
-                logp_old = token_logprobs(run.model, batch)  # [N, T-1]
-            ref_logp = reference_logprobs(run.policy, batch)
+                logp_old = token_logprobs(run.model, batch, shared=cfg.shared_prefix)  # [N, T-1]
+            ref_logp = reference_logprobs(run.policy, batch, cfg.shared_prefix)
         kl = kl_to_start(logp_old, ref_logp, mask)
         # advantages: r - V_t, or from the rewards alone (`advantage`; batch statistics over ranks)
         if use_values:
@@ -160,7 +160,9 @@ def train(cfg: Config) -> Path:
             for i in range(0, n, mb):
                 idx = order[i : i + mb].to(device)
                 sub = Batch(batch.input_ids[idx], batch.attention_mask[idx], mask[idx])
-                res = token_logprobs(run.model, sub, with_entropy=need_extra, with_hidden=use_values)
+                res = token_logprobs(
+                    run.model, sub, with_entropy=need_extra, with_hidden=use_values, shared=cfg.shared_prefix
+                )
                 logp, ex = res if need_extra else (res, {})
                 loss, clip_frac, approx_kl = clipped_policy_loss(logp, logp_old[idx], advantages[idx], sub.completion_mask, cfg.clip_eps, eps_high)  # fmt: skip
                 total = loss

@@ -86,9 +86,9 @@ def train(cfg: Config) -> Path:
         # loss: -A * sum of completion-token log-probs (+ beta * the mean per-token KL estimate to the start policy)
         batch = make_batch(ro.prompt_ids, ro.completion_ids, run.tokenizer.pad_token_id, run.acc.device)
         mask = batch.completion_mask  # [N, T-1]
-        ref_logp = reference_logprobs(run.policy, batch)  # [N, T-1], no gradient
+        ref_logp = reference_logprobs(run.policy, batch, cfg.shared_prefix)  # [N, T-1], no gradient
         run.model.train()
-        logp = token_logprobs(run.model, batch)  # [N, T-1]
+        logp = token_logprobs(run.model, batch, shared=cfg.shared_prefix)  # [N, T-1]
         seq_logp = (logp * mask).sum(-1)  # [N]
         loss = reinforce_loss(seq_logp, advantages.to(run.acc.device))
         if cfg.kl_coef > 0:

@@ -46,11 +46,13 @@ class Config(SamplingConfig):
     public_rule: str = "auto"  # public tests: "half" (synthetic), "first" (first assert / case), "auto"
     split_seed: int = 0  # seed of the public/hidden split (recorded in splits.jsonl)
     feedback_chars: int = 160  # a feedback message is cut to this many characters
+    shared_prefix: bool = False  # update forwards run each distinct context once (see the REINFORCE/PPO option)
     sft_params: str = "params/tiny/01_sft.yaml"  # the SFT stage whose recipe train_sft reuses
     sft_stage: str = "repair_sft"  # train_sft's run directory; "" skips it (init must then exist)
     sft_steps: int = 300  # train_sft's optimizer steps
     repair_examples: int = 2500  # repair examples mixed into the SFT data (synthetic tasks only)
     repair_empty_share: float = 0.2  # share of them shown an empty feedback message
+    probe_examples: int = 0  # probe tasks (answer only in the tests) in the SFT data, plain and as repair examples
     eval_checkpoints: dict[str, str] = field(default_factory=lambda: dict(EVALUATED))  # name -> checkpoint dir
     eval_split: str = "test"  # held-out split of `dataset` for the comparison
     eval_limit: int = 0  # first N held-out tasks; 0 for all
@@ -59,6 +61,7 @@ class Config(SamplingConfig):
     eval_temperature: float = 0.8  # evaluation sampling temperature
     eval_seed: int = 1234  # evaluation sampling seed
     bootstrap_iters: int = 1000  # resamples for the intervals
+    probe_eval: int = 0  # also compare on the first N held-out probe tasks (synthetic split `probe`); 0 for none
 
     def __post_init__(self):
         super().__post_init__()
@@ -163,12 +166,14 @@ def train(cfg: Config) -> Path:
         ctx_ids, att_ids, owner = repair.episode_rows(episodes, run.tokenizer)
         batch = make_batch(ctx_ids, att_ids, run.tokenizer.pad_token_id, run.acc.device)
         run.model.train()
-        logp = token_logprobs(run.model, batch)  # [R, T-1]
+        logp = token_logprobs(run.model, batch, shared=cfg.shared_prefix)  # [R, T-1]
         row_logp = (logp * batch.completion_mask).sum(-1)  # [R]
         owner_t = torch.tensor(owner, device=run.acc.device)  # [R]
         loss = episode_loss(row_logp, owner_t, advantages.to(run.acc.device), len(episodes))
         grad_norm = run.update(loss, step)
-        kl = kl_to_start(logp.detach(), reference_logprobs(run.policy, batch), batch.completion_mask)
+        kl = kl_to_start(
+            logp.detach(), reference_logprobs(run.policy, batch, cfg.shared_prefix), batch.completion_mask
+        )
         row = {
             "loss": float(loss.detach()),
             "kl": kl,
@@ -207,46 +212,67 @@ def train_sft(cfg: Config) -> Path | None:
     if done.exists() and json.loads(done.read_text()).get("steps", 0) >= scfg.steps:
         return scfg.run_dir  # finished: resuming a finished TRL run would train one step more
     train_tasks = load_tasks(scfg.dataset, scfg.split)[: scfg.limit or None]
-    mixed = repair.sft_tasks(train_tasks, cfg.repair_examples, seed=scfg.seed, public_rule=cfg.public_rule,
-                             split_seed=cfg.split_seed, empty_share=cfg.repair_empty_share,
-                             feedback_chars=cfg.feedback_chars)  # fmt: skip
+    # probe tasks: the answer only in the tests, so a second turn can solve them only by reading the feedback
+    probe = load_tasks("synthetic", "probe_train")[: cfg.probe_examples] if cfg.probe_examples else []
+    mixed = repair.sft_tasks(train_tasks, cfg.repair_examples, seed=scfg.seed, probe=probe,
+                             public_rule=cfg.public_rule, split_seed=cfg.split_seed,
+                             empty_share=cfg.repair_empty_share, feedback_chars=cfg.feedback_chars)  # fmt: skip
     return sft.train(scfg, tasks=mixed)
 
 
-def eval_dir(cfg: Config, name: str) -> Path:
-    return run_dir(cfg.profile, "repair_eval") / name
+PROBE = "probe"  # the probe's task set: its eval summaries under repair_eval/probe/, its report section and figures
+
+
+def eval_dir(cfg: Config, name: str, tasks: str = "") -> Path:
+    """Where a checkpoint's comparison is cached: repair_eval/<name>/ (the held-out split), repair_eval/probe/<name>/."""
+    return run_dir(cfg.profile, "repair_eval") / tasks / name
+
+
+def eval_sets(cfg: Config) -> dict[str, tuple[str, str, int]]:
+    """The task sets the comparison runs on: "" -> (dataset, eval_split, limit), and "probe" when probe_eval > 0."""
+    sets = {"": (cfg.dataset, cfg.eval_split, cfg.eval_limit)}
+    if cfg.probe_eval:
+        sets[PROBE] = ("synthetic", "probe", cfg.probe_eval)
+    return sets
 
 
 def evaluate(cfg: Config, force: bool = False) -> dict[str, dict]:
     """The three-way comparison for every checkpoint of `eval_checkpoints` (cached in checkpoints/<profile>/
-    repair_eval/<name>/ unless `force`); writes reports/<profile>/repair/summary.md and figures/."""
+    repair_eval/<name>/ unless `force`), and on the held-out probe tasks when `probe_eval` (repair_eval/probe/<name>/);
+    writes reports/<profile>/repair/summary.md and figures/. Returns {name: summary} of the held-out split (the
+    probe's are in its cache directories and the report)."""
     from codelib.models import load_policy
 
-    tasks = load_tasks(cfg.dataset, cfg.eval_split)[: cfg.eval_limit or None]
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    summaries = {}
-    for name, path in cfg.eval_checkpoints.items():
-        out = eval_dir(cfg, name)
-        settings = {"checkpoint": str(resolve(path)) if path != "tiny" else path, "tasks": len(tasks),
-                    **{k: getattr(cfg, k) for k in ("dataset", "eval_split", "turns", "eval_samples",
-                       "eval_independent", "eval_temperature", "eval_seed", "max_new_tokens", "public_rule",
-                       "split_seed", "feedback_chars", "bootstrap_iters")}}  # fmt: skip
-        done = out / "summary.json"
-        if not force and done.exists() and (out / "settings.json").exists():
-            if json.loads((out / "settings.json").read_text()) == settings:
-                summaries[name] = json.loads(done.read_text())
-                continue
-        model, tokenizer = load_policy(path)
-        summaries[name] = repair_eval.evaluate_repair(model, tokenizer, tasks, cfg, out)
-        (out / "settings.json").write_text(json.dumps(settings, indent=1))
-        del model
-    write_report(cfg, summaries)
-    return summaries
+    results: dict[str, dict] = {}
+    for which, (dataset, split, limit) in eval_sets(cfg).items():
+        tasks = load_tasks(dataset, split)[: limit or None]
+        summaries = results.setdefault(which, {})
+        for name, path in cfg.eval_checkpoints.items():
+            out = eval_dir(cfg, name, which)
+            settings = {"checkpoint": str(resolve(path)) if path != "tiny" else path, "tasks": len(tasks),
+                        "dataset": dataset, "eval_split": split,
+                        **{k: getattr(cfg, k) for k in ("turns", "eval_samples", "eval_independent",
+                           "eval_temperature", "eval_seed", "max_new_tokens", "public_rule", "split_seed",
+                           "feedback_chars", "bootstrap_iters")}}  # fmt: skip
+            done = out / "summary.json"
+            if not force and done.exists() and (out / "settings.json").exists():
+                if json.loads((out / "settings.json").read_text()) == settings:
+                    summaries[name] = json.loads(done.read_text())
+                    continue
+            # a params file's checkpoints/... is the repo's (or $CODELIB_CHECKPOINTS'), whatever the cwd (a notebook's)
+            model, tokenizer = load_policy(path if path == "tiny" or not resolve(path).exists() else resolve(path))
+            summaries[name] = repair_eval.evaluate_repair(model, tokenizer, tasks, cfg, out)
+            (out / "settings.json").write_text(json.dumps(settings, indent=1))
+            del model
+    write_report(cfg, results[""], results.get(PROBE))
+    return results[""]
 
 
-def write_report(cfg: Config, summaries: dict[str, dict]) -> Path:
-    """reports/<profile>/repair/: summary.md, comparisons.csv, figures/success_by_turn.png and differences.png."""
+def write_report(cfg: Config, summaries: dict[str, dict], probe: dict[str, dict] | None = None) -> Path:
+    """reports/<profile>/repair/: summary.md, comparisons.csv, figures/success_by_turn.png and differences.png (and
+    the probe's section, rows and figures *_probe.png when it ran)."""
     import pandas as pd
 
     from codelib.reports import save_figures
@@ -256,13 +282,28 @@ def write_report(cfg: Config, summaries: dict[str, dict]) -> Path:
     head = (f"# Multi-turn repair ({cfg.profile})\n\nWritten by `codelib.trainers.repair.evaluate`. Success = the "
             "last attempt made by turn t passes every test (public and hidden); independent = unbiased pass@t of "
             f"{cfg.eval_independent} independent first attempts per task (the same budget of t samples).\n\n")  # fmt: skip
-    (rep / "summary.md").write_text(head + repair_eval.summary_markdown(summaries))
-    rows = [{"checkpoint": name, **c} for name, s in summaries.items() for c in s["comparisons"]]
+    text = (
+        head
+        + f"# Held-out tasks (`{cfg.dataset}` split `{cfg.eval_split}`)\n\n"
+        + repair_eval.summary_markdown(summaries)
+    )
+    if probe:
+        text += ("\n# Probe: the answer only in the tests (`synthetic` split `probe`)\n\nEach probe task returns a fixed "
+                 "number or two-letter word that its docstring does not name and its training side never used "
+                 "(`synthetic.probe_specs`): the prompt cannot determine the answer, a failing public test's feedback "
+                 "can. Turn-2 success above the empty-feedback arm is the model reading the feedback.\n\n"
+                 + repair_eval.summary_markdown(probe))  # fmt: skip
+    (rep / "summary.md").write_text(text)
+    rows = [{"task_set": which, "checkpoint": name, **c} for which, sums in (("held_out", summaries), (PROBE, probe or {}))
+            for name, s in sums.items() for c in s["comparisons"]]  # fmt: skip
     pd.DataFrame(rows).to_csv(rep / "comparisons.csv", index=False)
     figs = {
         "success_by_turn": repair_eval.plot_success_by_turn(summaries),
         "differences": repair_eval.plot_differences(summaries),
     }
+    if probe:
+        figs["success_by_turn_probe"] = repair_eval.plot_success_by_turn(probe)
+        figs["differences_probe"] = repair_eval.plot_differences(probe)
     save_figures(figs, rep / "figures", show=False)
     return rep
 
