@@ -282,6 +282,8 @@ register(
         "## Feedback vs empty feedback vs independent samples",
         "summaries = repair.evaluate(cfg)\nreport = reports.reports_root() / cfg.profile / \"repair\"\ndisplay(Markdown((report / \"summary.md\").read_text()))",
         "display(Image(report / \"figures\" / \"success_by_turn.png\"), Image(report / \"figures\" / \"differences.png\"))",
+        "## The probe: tasks whose answer only the tests hold (`probe_eval` > 0)",
+        "probe_figures = [report / \"figures\" / f\"{name}_probe.png\" for name in (\"success_by_turn\", \"differences\")]\ndisplay(*[Image(f) for f in probe_figures if cfg.probe_eval and f.exists()])",
         "## Every turn of an episode",
         "explore.episode_explorer(repair.eval_dir(cfg, list(cfg.eval_checkpoints)[-1]) / \"episodes.jsonl\")",
     ],
