@@ -197,14 +197,16 @@ def shared_prefix_logprobs(model, batch: Batch, with_entropy: bool = False, with
     model over 128 prompts where 16 differ. Here the distinct prompts run once, left-padded, with a KV cache; the
     cache is indexed out to every row (an autograd op: a prompt's gradient sums over its samples), and the
     completions run on it in chunks of like length (`length_chunks`), right-padded, at positions that continue their
-    prompt. Only completion targets get values
-    (log_softmax over completion positions only; prompt targets are 0: every consumer masks them with
-    completion_mask). Equal to the packed forward up to float rounding (~1e-5 on a sequence's summed log-prob,
+    prompt. Only completion targets get values (log_softmax over completion positions only; prompt targets are 0:
+    every consumer masks them with completion_mask). Equal to the packed forward up to float rounding (~1e-5 on a sequence's summed log-prob,
     ~1e-6 relative on gradients: other matmul shapes; `tests/test_speed.py`).
 
     Not used (None) when prompts repeat little (distinct > SHARE_AT_MOST of the rows), under DDP (two forwards
-    through one DDP module before a backward), or for a model whose cache is not transformers' Cache."""
+    through one DDP module before a backward), while gradient checkpointing is on (it turns the cache off), or for a
+    model whose cache is not transformers' DynamicCache of key/value tensors."""
     if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        return None
+    if model.training and getattr(model, "is_gradient_checkpointing", False):  # QLoRA's prep: no cache in training
         return None
     comp = batch.completion_mask  # [B, T-1]
     B, T1 = comp.shape
@@ -261,8 +263,7 @@ def shared_prefix_logprobs(model, batch: Batch, with_entropy: bool = False, with
     back[torch.tensor(rows_done, device=device)] = torch.arange(B, device=device)  # chunk order -> batch order
     out = {k: torch.cat([p[k] for p in parts])[back] for k in parts[0]}
     logp = out.pop("logp")
-    extras = out
-    return (logp, extras) if extras else logp
+    return (logp, out) if out else logp
 
 
 def kl_to_start(logp: torch.Tensor, ref_logp: torch.Tensor, mask: torch.Tensor) -> float:
