@@ -2,8 +2,8 @@
 
 Every trainer takes the same batch: 128 completions per step (GRPO: 16 tasks x 8; REINFORCE: 128 tasks x 1, and
 RLOO 16 tasks x 8; PPO: 16 tasks x 8, one epoch and four), the same start policy and 48 new tokens at most. The
-"shared prefix" rows run our loops with `shared_prefix: true` (each distinct prompt runs once in the update forwards). Reported per trainer:
-median step time (the first step of every run dropped: it warms up the sandbox and the kernels), completions/s,
+"shared prefix" rows run our loops with `shared_prefix: true` (each distinct prompt runs once in the update
+forwards). Reported per trainer: median step time (the first step of every run dropped: it warms up the sandbox and the kernels), completions/s,
 generated tokens/s, the generation and sandbox shares of a step, the pass rate it saw, and the ratio of TRL GRPO's
 step time to ours (2.00x: our step takes half the time of TRL's on the same batch).
 

@@ -201,7 +201,7 @@ def report_dir(profile: str) -> Path:
     return reports_root() / profile
 
 
-def _source(spec: str) -> str:
+def checkpoint_source(spec: str) -> str:
     """A checkpoint as load_policy takes it: an existing path (relative to the repo root) or a hub/alias name."""
     p = resolve(spec)
     return str(p) if p.exists() else spec
@@ -209,7 +209,7 @@ def _source(spec: str) -> str:
 
 def settings_for(cfg: EvalConfig, name: str, tasks: Sequence[Task]) -> dict:
     """What decides a checkpoint's samples and scores; an equal hash means its summary can be reused."""
-    source = _source(cfg.checkpoints[name])
+    source = checkpoint_source(cfg.checkpoints[name])
     task_ids = hashlib.sha256("\n".join(t.task_id for t in tasks).encode()).hexdigest()[:16]
     return {
         "checkpoint": cfg.checkpoints[name],
@@ -247,7 +247,7 @@ def _free(model) -> None:
 
 def evaluate_checkpoint(cfg: EvalConfig, name: str, tasks: Sequence[Task], out: Path) -> dict:
     """Generate with one checkpoint, score, write samples.jsonl and summary.json; returns the summary."""
-    source = _source(cfg.checkpoints[name])
+    source = checkpoint_source(cfg.checkpoints[name])
     prompts = [t.prompt for t in tasks]
     stop = generation.stops_for(tasks[0]) if tasks else generation.STOP_SEQUENCES
     t0 = time.time()

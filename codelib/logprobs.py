@@ -155,9 +155,8 @@ def _token_logprobs_padded(model, batch: Batch, with_entropy: bool = False, with
 def reference_logprobs(model, batch: Batch, shared: bool = False) -> torch.Tensor:
     """log-probs under the start policy: the same network with the RL adapter switched off (no autograd graph)."""
     with torch.inference_mode(), model.disable_adapter():
-        return token_logprobs(
-            model, batch, shared=shared
-        ).clone()  # clone: a normal tensor, usable beside autograd ones
+        logp = token_logprobs(model, batch, shared=shared)
+    return logp.clone()  # clone: a normal tensor, usable beside autograd ones
 
 
 SHARE_AT_MOST = 0.5  # shared_prefix_logprobs runs only when distinct prompts are at most this share of the rows
@@ -198,8 +197,8 @@ def shared_prefix_logprobs(model, batch: Batch, with_entropy: bool = False, with
     cache is indexed out to every row (an autograd op: a prompt's gradient sums over its samples), and the
     completions run on it in chunks of like length (`length_chunks`), right-padded, at positions that continue their
     prompt. Only completion targets get values (log_softmax over completion positions only; prompt targets are 0:
-    every consumer masks them with completion_mask). Equal to the packed forward up to float rounding (~1e-5 on a sequence's summed log-prob,
-    ~1e-6 relative on gradients: other matmul shapes; `tests/test_speed.py`).
+    every consumer masks them with completion_mask). Equal to the packed forward up to float rounding (~1e-5 on a
+    sequence's summed log-prob, ~1e-6 relative on gradients: other matmul shapes; `tests/test_speed.py`).
 
     Not used (None) when prompts repeat little (distinct > SHARE_AT_MOST of the rows), under DDP (two forwards
     through one DDP module before a backward), while gradient checkpointing is on (it turns the cache off), or for a
@@ -225,7 +224,9 @@ def shared_prefix_logprobs(model, batch: Batch, with_entropy: bool = False, with
     ids = torch.tensor([[pad] * (W - len(u)) + list(u) for u in uniq], device=device)  # [U, W], left-padded
     m = torch.tensor([[0] * (W - len(u)) + [1] * len(u) for u in uniq], device=device)  # [U, W]
     pos = (m.cumsum(-1) - 1).clamp(min=0)  # [U, W]
-    first = model(input_ids=ids, attention_mask=m, position_ids=pos, use_cache=True, output_hidden_states=with_hidden)
+    # logits at the last prompt position only: it predicts the first completion token; the others predict prompt tokens
+    first = model(input_ids=ids, attention_mask=m, position_ids=pos, use_cache=True, logits_to_keep=1,
+                  output_hidden_states=with_hidden)  # fmt: skip
     layers = getattr(first.past_key_values, "layers", None)
     if not layers or not all(hasattr(x, "keys") and hasattr(x, "values") for x in layers):
         return None

@@ -316,14 +316,12 @@ def _mutations(body: str, rng: random.Random) -> list[str]:
     other constants of its kind, unrelated to it, so only the feedback can tell the fix."""
     bare = re.fullmatch(r"(\s*return )(\d+|'[a-z]+')\n?", body)
     if bare:
+        from codelib.synthetic import LETTERS, PROBE_INTS
+
         value = ast.literal_eval(bare[2])
-        letters = "abcdefghijklmnopqrstuvwxyz"
-        draw = (
-            (lambda: rng.randint(10, 99))
-            if isinstance(value, int)
-            else (lambda: rng.choice(letters) + rng.choice(letters))
-        )
-        guesses = [g for g in (draw() for _ in range(8)) if g != value]
+        number = isinstance(value, int)
+        draws = (rng.choice(PROBE_INTS) if number else rng.choice(LETTERS) + rng.choice(LETTERS) for _ in range(8))
+        guesses = [g for g in draws if g != value]
         return [f"{bare[1]}{g!r}\n" for g in guesses]
     out = []
     for m in re.finditer(r"(?<![\w.])\d+(?![\w.])", body):

@@ -26,7 +26,7 @@ import torch
 
 from codelib import metrics, repair, repair_eval, rollout
 from codelib.logprobs import kl_to_start, make_batch, reference_logprobs, token_logprobs
-from codelib.params import load_config, main_config, reports_root, resolve, run_dir
+from codelib.params import load_config, main_config, reports_root, run_dir
 from codelib.tasks import load_tasks, tasks_to_rows
 from codelib.trainers.common import OnlineRun, SamplingConfig
 
@@ -241,6 +241,7 @@ def evaluate(cfg: Config, force: bool = False) -> dict[str, dict]:
     repair_eval/<name>/ unless `force`), and on the held-out probe tasks when `probe_eval` (repair_eval/probe/<name>/);
     writes reports/<profile>/repair/summary.md and figures/. Returns {name: summary} of the held-out split (the
     probe's are in its cache directories and the report)."""
+    from codelib.evaluator import checkpoint_source
     from codelib.models import load_policy
 
     if cfg.threads:
@@ -251,7 +252,8 @@ def evaluate(cfg: Config, force: bool = False) -> dict[str, dict]:
         summaries = results.setdefault(which, {})
         for name, path in cfg.eval_checkpoints.items():
             out = eval_dir(cfg, name, which)
-            settings = {"checkpoint": str(resolve(path)) if path != "tiny" else path, "tasks": len(tasks),
+            source = checkpoint_source(path)  # params-file paths are the repo's, whatever the cwd (a notebook's)
+            settings = {"checkpoint": source, "tasks": len(tasks),
                         "dataset": dataset, "eval_split": split,
                         **{k: getattr(cfg, k) for k in ("turns", "eval_samples", "eval_independent",
                            "eval_temperature", "eval_seed", "max_new_tokens", "public_rule", "split_seed",
@@ -261,8 +263,7 @@ def evaluate(cfg: Config, force: bool = False) -> dict[str, dict]:
                 if json.loads((out / "settings.json").read_text()) == settings:
                     summaries[name] = json.loads(done.read_text())
                     continue
-            # a params file's checkpoints/... is the repo's (or $CODELIB_CHECKPOINTS'), whatever the cwd (a notebook's)
-            model, tokenizer = load_policy(path if path == "tiny" or not resolve(path).exists() else resolve(path))
+            model, tokenizer = load_policy(source)
             summaries[name] = repair_eval.evaluate_repair(model, tokenizer, tasks, cfg, out)
             (out / "settings.json").write_text(json.dumps(settings, indent=1))
             del model
