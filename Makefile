@@ -8,11 +8,9 @@ STUDY ?= params/$(PROFILE)/studies/algorithms.yaml
 
 .PHONY: setup demo study test test-fast lint format bench bench-gpu lab clean
 
-$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml tools/install.py
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements.txt -r requirements-dev.txt
-	$(PY) -m pip install -q --no-deps -e .
+	$(PY) tools/install.py  # uv when it can (seconds), pip otherwise (CODELIB_INSTALLER=pip: pip only)
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 

@@ -114,6 +114,12 @@ def trainers(init: str, steps: int, before: bool, threads: int = 2) -> dict:
             ppo.Config(stage=s, batch_size=16, samples_per_task=8, ppo_epochs=1, shared_prefix=True, **common))),
         "ppo, 4 epochs (ours, shared prefix)": (contextlib.nullcontext, lambda s: ppo.train(
             ppo.Config(stage=s, batch_size=16, samples_per_task=8, ppo_epochs=4, shared_prefix=True, **common))),
+        "rloo 16 x 8 (ours, shared prefix, no KL log)": (contextlib.nullcontext, lambda s: reinforce.train(
+            reinforce.Config(stage=s, batch_size=16, samples_per_task=8, baseline="rloo", shared_prefix=True,
+                             kl_every=0, **common))),
+        "ppo, 1 epoch (ours, shared prefix, no KL log)": (contextlib.nullcontext, lambda s: ppo.train(
+            ppo.Config(stage=s, batch_size=16, samples_per_task=8, ppo_epochs=1, shared_prefix=True, kl_every=0,
+                       **common))),
     }  # fmt: skip
     if before:
         runs["reinforce (ours, before)"] = (before_issue14, runs["reinforce (ours)"][1])

@@ -212,6 +212,33 @@ def test_shared_prefix_trains_as_the_packed_forward_does(tiny_sft):
 
 
 @pytest.mark.slow
+def test_kl_every_skips_the_reference_forward_and_changes_no_weight(tiny_sft, monkeypatch):
+    """kl_every: with kl_coef 0 the start policy's forward runs only on the steps that log the KL (every N and the
+    last), and training is bit for bit the run that logs it every step; a KL term still runs it every step."""
+    from safetensors.torch import load_file
+
+    calls = []
+    original = reinforce.reference_logprobs
+    monkeypatch.setattr(reinforce, "reference_logprobs", lambda *a, **k: calls.append(1) or original(*a, **k))
+    runs, logged = {}, {}
+    for every in (1, 2, 0):
+        calls.clear()
+        runs[every] = reinforce.train(reinforce.Config(init=str(tiny_sft), kl_every=every,
+                                                       **{**_rl_kwargs(f"kl_every{every}"), "steps": 3}))  # fmt: skip
+        logged[every] = [r["step"] for r in read_jsonl(runs[every] / "metrics.jsonl") if "kl" in r]
+        assert len(calls) == len(logged[every]), every
+    assert logged == {1: [1, 2, 3], 2: [2, 3], 0: []}
+    weights = {e: load_file(str(r / "adapter_model.safetensors")) for e, r in runs.items()}
+    assert all(torch.equal(weights[1][k], weights[e][k]) for e in (2, 0) for k in weights[1])
+    calls.clear()
+    run = reinforce.train(reinforce.Config(init=str(tiny_sft), kl_every=0, kl_coef=0.1,
+                                           **{**_rl_kwargs("kl_term"), "steps": 2}))  # fmt: skip
+    assert len(calls) == 2 and all("kl" in r for r in read_jsonl(run / "metrics.jsonl"))
+    with pytest.raises(ValueError, match="kl_every"):
+        reinforce.Config(kl_every=-1)
+
+
+@pytest.mark.slow
 def test_ppo_resume_gives_the_same_next_step(tiny_sft):
     """Stopped after step 2 and started again, step 3 matches an uninterrupted 3-step run."""
     full = ppo.train(ppo.Config(init=str(tiny_sft), **{**_rl_kwargs("ppo_full"), "steps": 3}))

@@ -116,6 +116,7 @@ class OnlineConfig(TrainEvalConfig):
     dynamic_sampling: bool = False  # DAPO: drop groups whose rewards are all equal, refill from fresh tasks
     max_refills: int = 4  # dynamic sampling: at most this many extra rollout batches per step
     shared_prefix: bool = False  # update forwards run each distinct prompt once (faster; floats move ~1e-5)
+    kl_every: int = 1  # with kl_coef 0 the KL to the start policy is only logged: every N steps (0: never)
 
     def __post_init__(self):
         super().__post_init__()
@@ -127,6 +128,8 @@ class OnlineConfig(TrainEvalConfig):
             raise ValueError("dynamic_sampling drops groups with equal rewards: it needs samples_per_task >= 2")
         if self.max_refills < 0:
             raise ValueError(f"max_refills must be >= 0; you gave {self.max_refills}")
+        if self.kl_every < 0:
+            raise ValueError(f"kl_every must be >= 0 (0: the KL is never logged); you gave {self.kl_every}")
 
 
 EVAL_TEMPERATURE, EVAL_SEED = 0.8, 1234  # as params/<profile>/06_eval.yaml samples: two evaluations agree
@@ -296,6 +299,14 @@ class OnlineRun:
         ro, self.sampling_stats = rollout.fill_dynamic(ro, more, n_per_task, len(mine), self.cfg.max_refills)
         return ro
 
+    def reference_due(self, step: int) -> bool:
+        """Whether this step runs the start policy's forward: a KL term (kl_coef > 0) needs it every step; the logged
+        KL alone every `kl_every` steps and at the last (the forward is ~10% of a step; TRL's GRPO at beta 0 skips
+        it too)."""
+        cfg = self.cfg
+        every = getattr(cfg, "kl_every", 1)
+        return getattr(cfg, "kl_coef", 0.0) > 0 or (every > 0 and (step % every == 0 or step == cfg.steps))
+
     def gather(self, t: torch.Tensor) -> torch.Tensor:
         """Concatenate a per-rank tensor over ranks (the identity in one process)."""
         if self.acc.num_processes == 1:
@@ -315,7 +326,8 @@ class OnlineRun:
         """The step's samples and metrics row (whole-batch statistics over ranks), then a checkpoint when due."""
         all_rewards = self.gather(ro.rewards)  # [N * ranks]
         passed, lengths = self.gather(ro.passed), self.gather(ro.lengths)
-        kl = float(self.gather(torch.tensor([row.pop("kl")])).mean())
+        kl = row.pop("kl")  # None on a step that ran no reference forward (`kl_every`)
+        kl = {} if kl is None else {"kl": float(self.gather(torch.tensor([kl])).mean())}
         samples = rollout.sample_rows(ro, step, advantages)
         multi = self.acc.num_processes > 1
         samples = gather_object(samples) if multi else samples
@@ -326,7 +338,7 @@ class OnlineRun:
             metrics.append_samples(self.out, samples)
             log_row = {"step": step, "loss": row.pop("loss"), "reward_mean": float(all_rewards.mean()),
                        "reward_std": float(all_rewards.std()) if len(all_rewards) > 1 else 0.0,
-                       "pass_rate": float(passed.mean()), "completion_len": float(lengths.mean()), "kl": kl,
+                       "pass_rate": float(passed.mean()), "completion_len": float(lengths.mean()), **kl,
                        **row, **rollout.term_means(ro), **telemetry, "time_s": dt,
                        "generate_share": ro.generate_s / dt, "sandbox_share": ro.sandbox_s / dt}  # fmt: skip
             if self.keeper.due(step):

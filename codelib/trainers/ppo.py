@@ -108,7 +108,8 @@ def advantages_of(cfg: Config, rewards, logp_old, ref_logp, mask, run) -> torch.
     if cfg.advantage == "rloo":
         return adv_lib.rloo(rewards, g)
     if cfg.advantage.startswith("reinforce_pp"):
-        kl = adv_lib.kl_estimate(logp_old, ref_logp, cfg.kl_estimator)  # [N, T-1] (no gradient: both detached)
+        # [N, T-1] (no gradient: both detached); no reference forward ran when kl_coef is 0: the term is 0 then
+        kl = adv_lib.kl_estimate(logp_old, ref_logp, cfg.kl_estimator) if ref_logp is not None else 0 * logp_old
         group = g if cfg.advantage == "reinforce_pp_baseline" else 0
         stats = None
         if run.acc.num_processes > 1:  # normalise with the global batch's token statistics
@@ -140,8 +141,9 @@ def train(cfg: Config) -> Path:
                 values_old = run.heads["value_head"](ex["hidden"].float()).squeeze(-1)  # [N, T-1]
             else:
                 logp_old = token_logprobs(run.model, batch, shared=cfg.shared_prefix)  # [N, T-1]
-            ref_logp = reference_logprobs(run.policy, batch, cfg.shared_prefix)
-        kl = kl_to_start(logp_old, ref_logp, mask)
+            due = run.reference_due(step)  # a KL term (or REINFORCE++'s KL in the reward), or the logged KL's step
+            ref_logp = reference_logprobs(run.policy, batch, cfg.shared_prefix) if due else None
+        kl = kl_to_start(logp_old, ref_logp, mask) if due else None
         # advantages: r - V_t, or from the rewards alone (`advantage`; batch statistics over ranks)
         if use_values:
             advantages = value_advantages(rewards, values_old, mask, cfg.adv_eps)  # [N, T-1]

@@ -86,7 +86,8 @@ def train(cfg: Config) -> Path:
         # loss: -A * sum of completion-token log-probs (+ beta * the mean per-token KL estimate to the start policy)
         batch = make_batch(ro.prompt_ids, ro.completion_ids, run.tokenizer.pad_token_id, run.acc.device)
         mask = batch.completion_mask  # [N, T-1]
-        ref_logp = reference_logprobs(run.policy, batch, cfg.shared_prefix)  # [N, T-1], no gradient
+        due = run.reference_due(step)  # a KL term, or the logged KL's step
+        ref_logp = reference_logprobs(run.policy, batch, cfg.shared_prefix) if due else None  # [N, T-1], no grad
         run.model.train()
         logp = token_logprobs(run.model, batch, shared=cfg.shared_prefix)  # [N, T-1]
         seq_logp = (logp * mask).sum(-1)  # [N]
@@ -96,7 +97,7 @@ def train(cfg: Config) -> Path:
         grad_norm = run.update(loss, step)
         if cfg.baseline == "moving_average":
             baseline = update_baseline(baseline, all_rewards, cfg.baseline_decay)
-        kl = kl_to_start(logp.detach(), ref_logp, mask)
+        kl = kl_to_start(logp.detach(), ref_logp, mask) if due else None
         row = {"loss": float(loss.detach()), "kl": kl, "grad_norm": float(grad_norm),
                "baseline": baseline if baseline is not None else 0.0}  # fmt: skip
         run.record(step, ro, t0, row, advantages, extra={"baseline": baseline})

@@ -1,0 +1,90 @@
+"""Install the pinned requirements and codelib (editable) into the virtual environment this Python runs in.
+
+`make setup` calls it with `.venv/bin/python`. It installs with uv when it can (a fresh install of the ~160
+packages takes ~6 s with uv and ~45 s with pip on 2 cores: uv resolves to the same versions, fetches and unpacks in
+parallel), and with pip otherwise, or when uv fails for any reason. uv does not read pip's configuration, so the
+indexes, find-links, constraints and certificate that pip is configured with (`pip config list`, including the
+PIP_* environment variables) are handed to uv as its own options: both see the same packages.
+
+    python tools/install.py            # uv, falling back to pip
+    CODELIB_INSTALLER=pip python tools/install.py
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+UV = "uv==0.13.9"  # the installer's own pin
+REQUIREMENTS = ["-r", str(ROOT / "requirements.txt"), "-r", str(ROOT / "requirements-dev.txt")]
+
+
+def run(cmd: list[str], env: dict | None = None) -> bool:
+    print("+", shlex.join(cmd), flush=True)
+    return subprocess.run(cmd, env=env).returncode == 0
+
+
+def pip_config() -> dict[str, list[str]]:
+    """pip's settings by name (index-url, extra-index-url, find-links, constraint, cert), from every file and
+    PIP_* variable pip itself reads; a setting's values in order (later sources after earlier ones)."""
+    out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
+    found: dict[str, list[str]] = {}
+    for line in out.splitlines():
+        key, _, value = line.partition("=")
+        name = key.rsplit(".", 1)[-1]
+        value = value.strip().strip("'\"")
+        if value:
+            found.setdefault(name, []).extend(value.split())
+    return found
+
+
+def uv_options(config: dict[str, list[str]]) -> tuple[list[str], dict]:
+    """The uv options and environment that give uv pip's view of the package indexes."""
+    opts = ["--index-strategy", "unsafe-best-match"]  # pip takes the best version over every index, as this does
+    for url in config.get("index-url", [])[-1:]:
+        opts += ["--index-url", url]
+    for url in dict.fromkeys(config.get("extra-index-url", [])):
+        opts += ["--extra-index-url", url]
+    for where in dict.fromkeys(config.get("find-links", [])):
+        opts += ["--find-links", where]
+    for path in dict.fromkeys(config.get("constraint", [])):
+        opts += ["--constraint", path]
+    env = dict(os.environ)
+    if config.get("cert") and "SSL_CERT_FILE" not in env:
+        env["SSL_CERT_FILE"] = config["cert"][-1]
+    return opts, env
+
+
+def with_uv() -> bool:
+    if not run([sys.executable, "-m", "pip", "install", "-q", UV]):
+        return False
+    uv = str(Path(sys.executable).parent / "uv")
+    opts, env = uv_options(pip_config())
+    target = ["--python", sys.executable]
+    return run([uv, "pip", "install", "-q", *target, *opts, *REQUIREMENTS], env) and run(
+        [uv, "pip", "install", "-q", *target, *opts, "--no-deps", "-e", str(ROOT)], env
+    )
+
+
+def with_pip() -> bool:
+    pip = [sys.executable, "-m", "pip", "install", "-q"]
+    return run([*pip, "--upgrade", "pip"]) and run([*pip, *REQUIREMENTS]) and run([*pip, "--no-deps", "-e", str(ROOT)])
+
+
+def main() -> int:
+    if sys.prefix == sys.base_prefix:
+        print("tools/install.py installs into a virtual environment: run it with .venv/bin/python (make setup)")
+        return 2
+    if os.environ.get("CODELIB_INSTALLER", "uv") != "pip":
+        if with_uv():
+            return 0
+        print("uv could not install the requirements; installing with pip instead", flush=True)
+    return 0 if with_pip() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
