@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -19,7 +20,7 @@ import warnings
 import pytest
 
 from codelib import sandbox
-from codelib.sandbox import Job, Sandbox
+from codelib.sandbox import Job, Sandbox, SandboxError
 from codelib.tasks import Task, load_tasks
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -772,3 +773,12 @@ def test_without_namespaces_it_warns_judges_and_removes_any_nest():
         v = b.map([nest, look, "assert 1 == 1"])
         assert [x.status for x in v] == ["passed", "passed", "passed"]
         assert v[1].stdout == "['run2']\n"  # run1's 1,100-level nest is gone (no recursion limit)
+
+
+def test_an_environment_under_tmp_gets_an_error_that_says_where_to_install(monkeypatch):
+    """Every run gets a fresh, empty /tmp, so an interpreter or site-packages under /tmp would vanish from the
+    programs' view: the pool refuses before starting a worker, naming the path and the fix."""
+    monkeypatch.setattr(sys, "path", [*sys.path, "/tmp/somewhere/.venv/lib/python3.11/site-packages"])
+    with pytest.raises(SandboxError, match=r"/tmp/somewhere/\.venv.*outside /tmp"):
+        Sandbox(workers=1)
+    Sandbox(workers=1, namespaces=False).close()  # no private root there: the host's /tmp stays visible

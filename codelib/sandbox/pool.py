@@ -65,9 +65,12 @@ class Sandbox:
         self.timeout_s, self.memory_mb = float(timeout_s), int(memory_mb)
         self.reference_timeout_s, self.grace_s = float(reference_timeout_s), float(grace_s)
         self.max_output_bytes = int(max_output_bytes)
+        site_packages = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+        if namespaces:
+            _check_not_under_tmp([sys.prefix, sys.base_prefix, sys.executable, *site_packages])
         self._config = dict(
             # -S keeps the worker small (no .pth hooks); programs still import what the caller's env installed
-            site_packages=[p for p in sys.path if p.endswith(("site-packages", "dist-packages"))],
+            site_packages=site_packages,
             memory_mb=self.memory_mb,
             plus_memory_mb=J.PLUS_MEMORY_MB,
             max_file_mb=max_file_mb,
@@ -198,6 +201,19 @@ class Sandbox:
         self._pool[next(i for i, x in enumerate(self._pool) if x is w)] = fresh
         fresh.wait_ready()
         sel.register(fresh.sock, selectors.EVENT_READ, (fresh, "sock"))
+
+
+def _check_not_under_tmp(paths: list[str]) -> None:
+    """Programs see the interpreter and its packages at their own paths, and get a fresh, empty /tmp: an
+    environment installed under /tmp would be hidden from them, so say so before any worker starts."""
+    for p in paths:
+        real = os.path.realpath(p)
+        if real == "/tmp" or real.startswith("/tmp/"):
+            raise SandboxError(
+                f"the sandbox gives every program a fresh, empty /tmp, which would hide this Python environment "
+                f"({real}) from it: install codelib's environment outside /tmp (clone the repository elsewhere, "
+                f"e.g. under your home directory, and run `make setup` there)"
+            )
 
 
 # ---------------------------------------------------------------------------------------------------------------
