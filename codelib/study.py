@@ -3,6 +3,7 @@ summarised with intervals that include the spread between training seeds.
 
     python -m codelib.study params/tiny/studies/algorithms.yaml            # run (or resume) the study
     python -m codelib.study params/tiny/studies/algorithms.yaml --check    # validate and list the runs only
+    python -m codelib.study params/tiny/studies/algorithms.yaml --split fresh  # the same runs on another split
 
 A study file names a profile, the training seeds, the arms (a training stage plus params overrides; `sweep`
 expands a key's list of values into one arm per value), the evaluation (overrides of the profile's 06_eval.yaml)
@@ -14,6 +15,7 @@ the profile's params + the arm's overrides + its seed:
     checkpoints/<profile>/studies/<name>/eval/<run>/          its evaluation (samples.jsonl, summary.json)
     reports/<profile>/studies/<name>/                         summary.md/.csv, per_seed.csv, comparisons.csv,
                                                               figures/, 08_study.ipynb (executed)
+    .../studies/<name>/<split>/, checkpoints/.../eval_<split>/  the same, evaluated on another split (--split)
 
 A run is finished when its stamp holds the hash of its params, its notebook, its start checkpoint and the source of
 every codelib module its trainer imports (transitively), and its run directory still exists. A killed study resumes at the first
@@ -115,13 +117,15 @@ def run_study(
     root: Path = REPO_ROOT,
     execute: Callable[[str, dict, Path, Path], None] = _execute,
     log=print,
+    split: str = "",
 ) -> list[tuple[str, str, float]]:
     """Run every unfinished run of the study, evaluate every run, summarise; (run, "ran" | "skipped", s) rows.
 
     `force` names runs (or arms) to train again even if finished. `execute(stage, params, notebook, out_nb)`
-    runs one notebook (papermill; tests replace it).
+    runs one notebook (papermill; tests replace it). `split` evaluates and summarises on that split of the eval's
+    dataset instead of its own, into their own directories (training is the same: finished runs are reused).
     """
-    study = load_study(path)
+    study = load_study(path, split)
     unknown = sorted(set(force) - {r.name for r in study.runs} - set(study.arms))
     if unknown:
         raise StudyError(f"--force {unknown[0]!r} is neither a run nor an arm of {study.name}; arms: {', '.join(study.arms)}")  # fmt: skip
@@ -165,16 +169,16 @@ def run_study(
         evaluate_study(study)
     if summarise:
         nb = root / "notebooks" / "08_study.ipynb"
-        out = study.reports / "08_study.ipynb"
+        out = study.summary_dir / "08_study.ipynb"
         log(f"[{study.name}] summary: running {nb.name} -> {out}")
-        execute("08_study", {"study": str(study.path)}, nb, out)
+        execute("08_study", {"study": str(study.path), "split": split}, nb, out)
     return rows
 
 
 def evaluate_study(study: Study) -> dict[str, dict]:
     """Every run and reference on the same held-out tasks (up-to-date evaluations are reused)."""
     cfg = study.eval_config()
-    evaluator.evaluate(cfg, out_root=study.checkpoints / "eval", reports=study.reports)
+    evaluator.evaluate(cfg, out_root=study.eval_dir, reports=study.summary_dir)
     return load_summaries(study)
 
 
@@ -183,16 +187,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("study", help="a study file, e.g. params/tiny/studies/algorithms.yaml")
     ap.add_argument("--check", action="store_true", help="validate the file and list its runs; run nothing")
     ap.add_argument("--force", nargs="+", default=[], help="train these runs or arms again even if finished")
+    ap.add_argument("--split", default="", help="evaluate and summarise on this split instead of the eval's own "
+                    "(e.g. fresh): reports/<profile>/studies/<name>/<split>/")  # fmt: skip
     args = ap.parse_args(argv)
     try:
         if args.check:
-            study = load_study(args.study)
+            study = load_study(args.study, args.split)
             for run in study.runs:
                 print(f"{run.name}: {run.stage} seed {run.seed} {json.dumps(study.arms[run.arm]['overrides'])}")
             print(f"{len(study.runs)} runs ({len(study.arms)} arms x {len(study.seeds)} seeds); file is valid")
             return 0
         t0 = time.time()
-        rows = run_study(args.study, force=args.force)
+        rows = run_study(args.study, force=args.force, split=args.split)
         ran = sum(1 for _, st, _ in rows if st == "ran")
         print(f"{ran} run(s) trained, {len(rows) - ran} skipped, {time.time() - t0:.0f} s in all")
         return 0

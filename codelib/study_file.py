@@ -64,10 +64,22 @@ class Study:
     eval_values: dict  # 06_eval params (checkpoints and baseline left to the study)
     references: dict[str, str]
     baseline: str
+    split: str = ""  # evaluate on this split instead of the eval's own (`load_study(path, split=...)`)
 
     @property
     def reports(self) -> Path:
+        """The study's report directory: every run's executed notebook lives here."""
         return reports_root() / self.profile / "studies" / self.name
+
+    @property
+    def summary_dir(self) -> Path:
+        """Where the summary, tables and figures go: the report directory, or its <split>/ for another split."""
+        return self.reports / self.split if self.split else self.reports
+
+    @property
+    def eval_dir(self) -> Path:
+        """Every run's and reference's evaluation: checkpoints/<profile>/studies/<name>/eval (eval_<split>)."""
+        return self.checkpoints / (f"eval_{self.split}" if self.split else "eval")
 
     @property
     def checkpoints(self) -> Path:
@@ -81,6 +93,8 @@ class Study:
         ckpts = dict(self.references)
         ckpts.update({r.name: f"checkpoints/{self.profile}/studies/{self.name}/{r.name}" for r in self.runs})
         values = {**self.eval_values, "profile": self.profile, "checkpoints": ckpts, "baseline": ""}
+        if self.split:
+            values["split"] = self.split
         return build_config(EvalConfig, values, source=f"{self.path}: eval")
 
 
@@ -127,8 +141,11 @@ def _label(value) -> str:
     return str(value).replace(" ", "").replace("/", "_").strip("[]{}'\"") or "x"
 
 
-def load_study(path: str | Path) -> Study:
-    """Read and validate a study file; every run's params are built into its Config before anything runs."""
+def load_study(path: str | Path, split: str = "") -> Study:
+    """Read and validate a study file; every run's params are built into its Config before anything runs.
+
+    split: evaluate the same runs on this split of the eval's dataset (e.g. "fresh") instead of its own; the
+    evaluations and the summary then go to their own directories (`eval_dir`, `summary_dir`)."""
     path = resolve(path)
     data = load_yaml(path)
     where = str(path)
@@ -226,9 +243,19 @@ def load_study(path: str | Path) -> Study:
                          f"({', '.join(references) or 'none'}); name one, or '' for none")  # fmt: skip
     study = Study(name, path, profile, str(data.get("description", "")), seeds, arms,
                   sorted(runs, key=lambda r: seeds.index(r.seed)), eval_base, dict(references), baseline)  # fmt: skip
-    _build(
+    checked = _build(
         EvalConfig, {**eval_base, "profile": profile, "checkpoints": {"x": "tiny"}, "baseline": ""}, f"{where}: eval"
     )
+    if split:
+        from codelib.tasks import load_tasks
+
+        try:
+            if not load_tasks(checked.dataset, split, limit=1):
+                raise ValueError("it has no tasks")
+        except (KeyError, ValueError, FileNotFoundError) as e:
+            raise StudyError(f"{where}: --split {split!r} is not a split of {checked.dataset} ({e}); name one the "
+                             f"dataset has (the eval's own is {checked.split!r})") from None  # fmt: skip
+        study.split = split
     return study
 
 
@@ -236,7 +263,7 @@ def load_summaries(study: Study) -> dict[str, dict]:
     """name -> eval summary for every reference and run that has one."""
     out = {}
     for name in [*study.references, *(r.name for r in study.runs)]:
-        p = study.checkpoints / "eval" / name / "summary.json"
+        p = study.eval_dir / name / "summary.json"
         if p.exists():
             out[name] = json.loads(p.read_text())
     return out

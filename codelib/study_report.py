@@ -95,6 +95,7 @@ class StudyReportConfig:
     """Parameters of 08_study: which study to summarise (its runs must be trained and evaluated)."""
 
     study: str = "params/tiny/studies/algorithms.yaml"  # the study file
+    split: str = ""  # another split to evaluate on (e.g. fresh; --split): its own <name>/<split>/ report
     bootstrap_iters: int = 1000  # resamples for every interval
     seed: int = 0  # bootstrap seed
     nested: bool = False  # True draws tasks afresh within each resampled seed (default: one draw shared by all)
@@ -119,7 +120,7 @@ def summarise(cfg: StudyReportConfig, write: bool = True) -> StudySummary:
     """Arm table (mean over seeds, two-level CI), per-seed table, paired comparisons, pass@k curves."""
     import pandas as pd
 
-    study = load_study(cfg.study)
+    study = load_study(cfg.study, cfg.split)
     summaries = load_summaries(study)
     missing = [r.name for r in study.runs if r.name not in summaries]
     if missing:
@@ -187,7 +188,7 @@ def summary_markdown(s: StudySummary, cfg: StudyReportConfig) -> str:
         "",
         st.description,
         "",
-        f"{len(s.task_ids)} held-out tasks ({ev['dataset']}/{ev['split']}), {ev['n_samples']} samples/task at "
+        f"{len(s.task_ids)} held-out tasks ({ev['dataset']}/{st.split or ev['split']}), {ev['n_samples']} samples/task at "
         f"T={ev['temperature']}, eval seed {ev['seed']}; training seeds {seeds}. pass@1 is the mean over seeds; "
         f"[95% CI] is a {cfg.bootstrap_iters}-resample two-level bootstrap (seeds, then tasks); `tasks only` holds "
         "the seeds fixed (what a single-seed table reports); `seed sd` is the standard deviation of the per-seed "
@@ -212,7 +213,7 @@ def summary_markdown(s: StudySummary, cfg: StudyReportConfig) -> str:
 
 
 def write_summary(s: StudySummary, cfg: StudyReportConfig) -> dict[str, Path]:
-    out = s.study.reports
+    out = s.study.summary_dir
     paths = {"summary.md": out / "summary.md", "summary.csv": out / "summary.csv",
              "per_seed.csv": out / "per_seed.csv", "comparisons.csv": out / "comparisons.csv"}  # fmt: skip
     atomic_write_text(paths["summary.md"], summary_markdown(s, cfg))
@@ -290,4 +291,4 @@ def make_figures(s: StudySummary, show: bool = True) -> dict[str, Path]:
     figs = {"pass_at_1_seeds": plot_arms(s), "pass_at_k": plot_curves(s)}
     if len(s.comparisons):
         figs["comparisons"] = plot_comparisons(s)
-    return save_figures(figs, s.study.reports / "figures", show)
+    return save_figures(figs, s.study.summary_dir / "figures", show)

@@ -311,6 +311,15 @@ def test_smoke_study_end_to_end(tmp_path, monkeypatch, tiny_sft):
     # a second invocation trains nothing and reuses every evaluation
     rows = study.run_study(path, summarise=False)
     assert [st for _, st, _ in rows] == ["skipped"] * 4
+    # the same runs on another split: no training, its own evaluations and summary, the first one untouched
+    first = (out / "summary.md").read_text()
+    rows = study.run_study(path, split="fresh")
+    assert [st for _, st, _ in rows] == ["skipped"] * 4
+    assert (tmp_path / "checkpoints/smoke/studies/smoke/eval_fresh" / rows[0][0] / "summary.json").exists()
+    nb = json.loads((out / "fresh" / "08_study.ipynb").read_text())
+    assert not [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert "(synthetic/fresh)" in (out / "fresh" / "summary.md").read_text()
+    assert (out / "summary.md").read_text() == first and "(synthetic/test)" in first
 
 
 def fake_summaries(s, tasks: int = 60, n: int = 8, seed: int = 0) -> None:
@@ -322,7 +331,7 @@ def fake_summaries(s, tasks: int = 60, n: int = 8, seed: int = 0) -> None:
     for name, lift, wobble in names:
         c = rng.binomial(n, np.clip(p + lift + wobble, 0, 1))
         per_task = [{"task_id": f"t/{i}", "n": n, "c": int(ci)} for i, ci in enumerate(c)]
-        d = s.checkpoints / "eval" / name
+        d = s.eval_dir / name
         d.mkdir(parents=True, exist_ok=True)
         mean = float(np.mean(c / n))
         (d / "summary.json").write_text(json.dumps({"checkpoint": name, "per_task": per_task, "pass@1": mean,
@@ -353,6 +362,29 @@ def test_summary_tables_and_figures_from_evaluations(tmp_path, monkeypatch):
     md = (s.reports / "summary.md").read_text()
     row = [line for line in md.splitlines() if line.startswith("| dpo | 05_dpo")]  # the stage and its overrides
     assert len(row) == 1 and "| 3 |" in row[0] and "two-level bootstrap" in md
+
+
+def test_another_split_has_its_own_evaluations_and_summary(tmp_path, monkeypatch):
+    """--split: the study's runs scored on another split of the eval's dataset, written beside (not over) the
+    study's own evaluation and summary; a split the dataset lacks is named before anything runs."""
+    monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "checkpoints"))
+    monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "reports"))
+    own, fresh = (study.load_study("params/tiny/studies/algorithms.yaml", split) for split in ("", "fresh"))
+    assert own.eval_config().split == "test" and fresh.eval_config().split == "fresh"
+    assert fresh.eval_dir == own.checkpoints / "eval_fresh" and own.eval_dir == own.checkpoints / "eval"
+    assert fresh.summary_dir == own.reports / "fresh" and own.summary_dir == own.reports
+    assert [fresh.run_dir(r) for r in fresh.runs] == [own.run_dir(r) for r in own.runs]  # the same trained runs
+    fake_summaries(own)
+    cfg = study.StudyReportConfig(study="params/tiny/studies/algorithms.yaml", split="fresh", bootstrap_iters=50,
+                                  curve_iters=20)  # fmt: skip
+    with pytest.raises(FileNotFoundError, match="have no evaluation yet"):
+        study.summarise(cfg)  # the test split's evaluations do not stand in for the fresh ones
+    fake_summaries(fresh, seed=1)
+    out = study.summarise(cfg)
+    assert out.study.summary_dir == fresh.summary_dir and not (own.reports / "summary.md").exists()
+    assert "(synthetic/fresh)" in (fresh.summary_dir / "summary.md").read_text()
+    with pytest.raises(study.StudyError, match="'nope' is not a split of synthetic"):
+        study.load_study("params/tiny/studies/algorithms.yaml", "nope")
 
 
 def test_passk_command_writes_curves_table_and_figure(tmp_path, monkeypatch):

@@ -241,7 +241,7 @@ register(
     "codelib.study.StudyReportConfig",
     "08_study.yaml",
     [
-        "from IPython.display import Markdown, display\nfrom codelib.study import make_figures, summarise\n\nsummary = summarise(cfg)\ndisplay(Markdown(summary.study.reports.joinpath('summary.md').read_text()))",
+        "from IPython.display import Markdown, display\nfrom codelib.study import make_figures, summarise\n\nsummary = summarise(cfg)\ndisplay(Markdown(summary.study.summary_dir.joinpath('summary.md').read_text()))",
         "## Every seed, and the paired comparisons",
         "paths = make_figures(summary)",
         "summary.per_seed",
