@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x02000000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWTIME = 0x10000000, 0x20000000, 0x40000000, 0x00000080
@@ -74,6 +75,22 @@ def _bind_readonly(source: str, target: str) -> None:
     flags = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV
     flags |= sum(ms for st, ms in _ST_TO_MS if locked & st)
     mount(None, target, None, flags)
+
+
+def interpreter_paths(site_packages: list[str]) -> list[str]:
+    """The interpreter's directories and the caller's site-packages: what `build_root` shows a program, at the same
+    paths (the worker adds its stdlib entries of sys.path)."""
+    return [sys.base_prefix, sys.prefix, sys.exec_prefix, sys.base_exec_prefix,
+            os.path.dirname(os.path.realpath(sys.executable)), *site_packages]  # fmt: skip
+
+
+def under_tmp(paths: list[str]) -> str | None:
+    """The first of these paths that lies under /tmp (resolved), where every run's fresh tmpfs would hide it."""
+    for p in paths:
+        real = os.path.realpath(p)
+        if real == "/tmp" or real.startswith("/tmp/"):
+            return real
+    return None
 
 
 def build_root(new: str, python_paths: list[str]) -> None:

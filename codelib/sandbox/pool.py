@@ -16,6 +16,7 @@ import threading
 import time
 import warnings
 
+from . import isolation
 from . import jobs as J
 from .client import SandboxError, Worker
 
@@ -66,8 +67,12 @@ class Sandbox:
         self.reference_timeout_s, self.grace_s = float(reference_timeout_s), float(grace_s)
         self.max_output_bytes = int(max_output_bytes)
         site_packages = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
-        if namespaces:
-            _check_not_under_tmp([sys.prefix, sys.base_prefix, sys.executable, *site_packages])
+        hidden = isolation.under_tmp(isolation.interpreter_paths(site_packages)) if namespaces else None
+        if hidden:  # each run gets a fresh, empty /tmp: the programs' root could not show them this environment
+            raise SandboxError(f"the sandbox gives every program a fresh, empty /tmp, which would hide this Python "
+                               f"environment ({hidden}) from it: install codelib's environment outside /tmp (clone "
+                               f"the repository elsewhere, e.g. under your home directory, and run `make setup` "
+                               f"there)")  # fmt: skip
         self._config = dict(
             # -S keeps the worker small (no .pth hooks); programs still import what the caller's env installed
             site_packages=site_packages,
@@ -201,19 +206,6 @@ class Sandbox:
         self._pool[next(i for i, x in enumerate(self._pool) if x is w)] = fresh
         fresh.wait_ready()
         sel.register(fresh.sock, selectors.EVENT_READ, (fresh, "sock"))
-
-
-def _check_not_under_tmp(paths: list[str]) -> None:
-    """Programs see the interpreter and its packages at their own paths, and get a fresh, empty /tmp: an
-    environment installed under /tmp would be hidden from them, so say so before any worker starts."""
-    for p in paths:
-        real = os.path.realpath(p)
-        if real == "/tmp" or real.startswith("/tmp/"):
-            raise SandboxError(
-                f"the sandbox gives every program a fresh, empty /tmp, which would hide this Python environment "
-                f"({real}) from it: install codelib's environment outside /tmp (clone the repository elsewhere, "
-                f"e.g. under your home directory, and run `make setup` there)"
-            )
 
 
 # ---------------------------------------------------------------------------------------------------------------

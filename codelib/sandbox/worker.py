@@ -115,8 +115,7 @@ class Server:
         isolation.mount(None, "/", None, isolation.MS_REC | isolation.MS_PRIVATE)
         os.makedirs(ROOT, 0o755, exist_ok=True)
         isolation.mount("tmpfs", ROOT, "tmpfs", isolation.MS_NOSUID | isolation.MS_NODEV, "size=16m,mode=755")
-        paths = [sys.base_prefix, sys.prefix, sys.exec_prefix, sys.base_exec_prefix]
-        paths += [os.path.dirname(os.path.realpath(sys.executable))] + list(self.config.get("site_packages", []))
+        paths = isolation.interpreter_paths(list(self.config.get("site_packages", [])))
         paths += [p for p in sys.path if p.startswith("/") and "site-packages" not in p and "codelib" not in p]
         isolation.build_root(ROOT, paths)
         self._start_init()
