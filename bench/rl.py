@@ -3,7 +3,8 @@
 Every trainer takes the same batch: 128 completions per step (GRPO: 16 tasks x 8; REINFORCE: 128 tasks x 1, and
 RLOO 16 tasks x 8; PPO: 16 tasks x 8, one epoch and four), the same start policy and 48 new tokens at most. The
 "shared prefix" rows run our loops with `shared_prefix: true` (each distinct prompt runs once in the update
-forwards). Reported per trainer: median step time (the first step of every run dropped: it warms up the sandbox and the kernels), completions/s,
+forwards), "no KL log" with `kl_every: 0` (no start-policy forward: TRL's GRPO at beta 0 runs none either), "old from
+first pass" PPO with `old_from_first_pass: true` (logp_old from the first epoch's forward). Reported per trainer: median step time (the first step of every run dropped: it warms up the sandbox and the kernels), completions/s,
 generated tokens/s, the generation and sandbox shares of a step, the pass rate it saw, and the ratio of TRL GRPO's
 step time to ours (2.00x: our step takes half the time of TRL's on the same batch).
 
@@ -16,7 +17,7 @@ without gradient checkpointing (the fastest TRL allows on a CPU).
 `--before` adds our loops as they were before issue 14 (transformers' `model.generate`, padded log-prob forwards) to
 the same run.
 
-    python -m bench.rl [--steps 4] [--rounds 2] [--before] [--only reinforce,grpo] [--threads 2]
+    python -m bench.rl [--steps 4] [--rounds 2] [--before] [--only "reinforce|grpo"] [--threads 2]
 """
 
 from __future__ import annotations
@@ -120,6 +121,9 @@ def trainers(init: str, steps: int, before: bool, threads: int = 2) -> dict:
         "ppo, 1 epoch (ours, shared prefix, no KL log)": (contextlib.nullcontext, lambda s: ppo.train(
             ppo.Config(stage=s, batch_size=16, samples_per_task=8, ppo_epochs=1, shared_prefix=True, kl_every=0,
                        **common))),
+        "ppo, 1 epoch (ours, shared prefix, no KL log, old from first pass)": (contextlib.nullcontext, lambda s: ppo.train(
+            ppo.Config(stage=s, batch_size=16, samples_per_task=8, ppo_epochs=1, shared_prefix=True, kl_every=0,
+                       old_from_first_pass=True, **common))),
     }  # fmt: skip
     if before:
         runs["reinforce (ours, before)"] = (before_issue14, runs["reinforce (ours)"][1])
@@ -154,14 +158,14 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=4, help="steps per run (the first is dropped)")
     ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds of every trainer")
     ap.add_argument("--before", action="store_true", help="also our loops as they were before issue 14")
-    ap.add_argument("--only", default="", help="comma-separated name prefixes of the trainers to run")
+    ap.add_argument("--only", default="", help="name prefixes of the trainers to run, separated by '|'")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (1 on a shared, loaded machine: two threads "
                     "then stall on each other, measured 5x slower at load 7 on 2 cores)")  # fmt: skip
     args = ap.parse_args()
     load0 = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["CODELIB_CHECKPOINTS"] = tmp
-        results = run(args.steps, args.rounds, args.before, tuple(o for o in args.only.split(",") if o), args.threads)
+        results = run(args.steps, args.rounds, args.before, tuple(o for o in args.only.split("|") if o), args.threads)
     load1 = os.getloadavg()
     bases = {k: v["step_s"] for k, v in results.items() if k.startswith("grpo")}
     print(f"\nRL step throughput, tiny model, 128 completions per step, {args.threads} torch thread(s), median of "

@@ -9,6 +9,7 @@ escape in a model's string) are silenced, as they are the model's, not the train
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import textwrap
 import warnings
@@ -49,6 +50,13 @@ def extract_completion(text, task_or_prompt="") -> str:
     else:
         prompt, kind = task_or_prompt.prompt, task_or_prompt.kind
         entry = task_or_prompt.entry_point or _last_def(prompt)
+    return _extract(text, prompt, kind, entry)
+
+
+@functools.lru_cache(maxsize=4096)
+def _extract(text: str, prompt: str, kind: str, entry: str) -> str:
+    """`extract_completion` of plain strings, memoised: a rollout's verdicts and its reward terms extract the same
+    completions, and a group's samples often repeat one."""
     code = _fenced_code(text, entry)
     if code is None:
         code = text

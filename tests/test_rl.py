@@ -212,6 +212,37 @@ def test_shared_prefix_trains_as_the_packed_forward_does(tiny_sft):
 
 
 @pytest.mark.slow
+def test_old_from_first_pass_drops_one_forward_and_trains_as_the_separate_one(tiny_sft, monkeypatch):
+    """`old_from_first_pass`: the first epoch's forward gives logp_old and the old values, so an update runs one
+    forward less; at one epoch the ratio is then exactly 1 (clip_frac and approx_kl 0), the same rollouts train
+    the same way to float rounding, and a model with dropout (or minibatches) keeps the separate forward."""
+    from safetensors.torch import load_file
+
+    calls = []
+    original = ppo.token_logprobs
+    monkeypatch.setattr(ppo, "token_logprobs", lambda *a, **k: calls.append(1) or original(*a, **k))
+    runs, forwards = {}, {}
+    for first in (False, True):
+        calls.clear()
+        kw = {**_rl_kwargs(f"ppo_first_{first}"), "steps": 2, "batch_size": 4}
+        runs[first] = ppo.train(ppo.Config(init=str(tiny_sft), critic="value_head", samples_per_task=4, ppo_epochs=1,
+                                           old_from_first_pass=first, **kw))  # fmt: skip
+        forwards[first] = len(calls)
+    assert forwards == {False: 4, True: 2}  # 2 steps: old + update each, against the update alone
+    a, b = (read_jsonl(runs[f] / "metrics.jsonl") for f in (False, True))
+    assert a[0]["reward_mean"] == b[0]["reward_mean"] and a[0]["completion_len"] == b[0]["completion_len"]
+    assert all(r["clip_frac"] == 0.0 and r["approx_kl"] == 0.0 for r in b)
+    for key in ("loss", "value_loss"):
+        assert all(math.isclose(x[key], y[key], rel_tol=1e-3, abs_tol=1e-5) for x, y in zip(a, b, strict=True)), key
+    wa, wb = (load_file(str(runs[f] / "adapter_model.safetensors")) for f in (False, True))
+    assert all(torch.allclose(wa[k], wb[k], atol=1e-4) for k in wa)
+    calls.clear()
+    ppo.train(ppo.Config(init=str(tiny_sft), samples_per_task=2, ppo_epochs=1, old_from_first_pass=True, lora_dropout=0.1,
+                         **{**_rl_kwargs("ppo_first_dropout"), "steps": 1, "batch_size": 4}))  # fmt: skip
+    assert len(calls) == 2  # dropout: the old log-probs need their own forward
+
+
+@pytest.mark.slow
 def test_kl_every_skips_the_reference_forward_and_changes_no_weight(tiny_sft, monkeypatch):
     """kl_every: with kl_coef 0 the start policy's forward runs only on the steps that log the KL (every N and the
     last), and training is bit for bit the run that logs it every step; a KL term still runs it every step."""

@@ -7,6 +7,7 @@ Guards the OS does not offer here (see `Sandbox.isolation`) are skipped, not fak
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -545,6 +546,48 @@ def test_stdio_tasks():
     assert v[0].passed and v[0].tests_passed == v[0].tests_total == len(cases)
     assert v[1].status == "failed" and "case 1/" in v[1].detail and v[1].tests_passed == 0
     assert v[2].status == "error" and "ValueError" in v[2].detail
+
+
+# programs that do not parse (the tiny model writes many), ones that fail only in the compiler's later stages, and
+# ones the parser here cannot take (its stack, an unencodable character): every one gets the verdict its run gets
+NOT_PARSING = ["    return a +\n", "    return 'abc\n", "    return (a]\n", "    return a\n  x = 1\n", "\treturn a\n        return b\n",
+               "    return 1_\n", "    return a \uff0b 1\n", "    x = \'\'\'\n", "    return a\x00\n", "    return f'{a!}'\n",
+               "    return a\ndef g(:\n", "    " + "(" * 300 + "\n", "    return '\\q' +\n", "    yield = 3\n",
+               "    return print a\n", "    return [x for x in]\n", "    nonlocal a\n", "    return a\nreturn 1\n", "    break\n",
+               "    return \ud800\n", "    " + "-" * 10000 + "a\n", "    return a + 1\n" + "#" * 20_000 + "\n  x = (\n"]  # fmt: skip
+
+
+def test_a_program_that_does_not_parse_gets_its_runs_verdict_without_a_run(monkeypatch):
+    """The parent parses a function job's program first (`jobs.parse_error`); a parse error is the verdict the judge
+    would give (same status, detail, counts, output), with no run; everything else runs as before."""
+    from codelib.sandbox import client, jobs
+
+    task = Task(task_id="t", prompt="def f(a):\n", entry_point="f", canonical_solution="    return a + 1\n",
+                tests="def check(candidate):\n    assert candidate(1) == 2\n    assert candidate(2) == 3\n")  # fmt: skip
+    submitted = []
+    real_submit = client.Worker.submit
+
+    def counting_submit(self, run, *a, **k):
+        submitted.append(run.job.program)
+        return real_submit(self, run, *a, **k)
+
+    monkeypatch.setattr(client.Worker, "submit", counting_submit)
+    job_list = [sandbox.task_job(task, c) for c in NOT_PARSING + [task.canonical_solution]]
+    with Sandbox(workers=2, timeout_s=5) as b:
+        monkeypatch.setattr(jobs, "PARSE_FIRST", False)
+        ran = b.map(job_list)
+        assert len(submitted) == len(job_list)
+        submitted.clear()
+        monkeypatch.setattr(jobs, "PARSE_FIRST", True)
+        parsed = b.map(job_list)
+    strip = [dataclasses.replace(v, duration_s=0.0) for v in ran]
+    assert [dataclasses.replace(v, duration_s=0.0) for v in parsed] == strip
+    assert all(v.status == "error" for v in ran[:-1]) and ran[-1].passed
+    skipped = [j.program for j in job_list if j.program not in submitted]
+    assert len(skipped) == 16  # the parse errors; the compiler's errors, the parser's own failures and the long one ran
+    assert all(v.duration_s == 0.0 for v, j in zip(parsed, job_list) if j.program in skipped)
+    assert task.prompt + "    return a +\n" in skipped and task.prompt + "    break\n" not in skipped
+    assert "SyntaxError: invalid syntax (line 2)" == parsed[0].detail and parsed[0].tests_total == 2
 
 
 def test_check_runs_identical_jobs_once_and_keeps_the_order(monkeypatch):

@@ -232,7 +232,7 @@ def describe(e: BaseException, filename: str = "<program>") -> str:
     return (text[:250] + (f" (line {line})" if line else "")).strip()
 
 
-def _sanitize(text, limit: int = 300) -> str:
+def sanitize(text, limit: int = 300) -> str:
     """Text the program chose (an exception message): printable, bounded."""
     if type(text) is not str:
         return ""
@@ -296,15 +296,15 @@ def run(spec: dict, channel: Channel) -> dict:
             text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             if isinstance(exc, AssertionError) and state["got"] is not _UNSET:
                 text += f" (got {_short_repr(state['got'])})"
-            state["first"] = _sanitize(f"{where}: {text}")
+            state["first"] = sanitize(f"{where}: {text}")
         state["got"] = _UNSET
 
     try:
         codes, result["total"] = _compiled_tests(spec["tests"])  # known whatever the program does
         hello = channel.recv()  # the program's own code ran to its end, or it says why not
         if hello.get("ready") is not True:
-            result["program_error"] = _sanitize(hello.get("error")) or "the program did not start"
-            result["program_error_type"] = _sanitize(hello.get("type"), 60)
+            result["program_error"] = sanitize(hello.get("error")) or "the program did not start"
+            result["program_error_type"] = sanitize(hello.get("type"), 60)
             return result
         namespace = {"__name__": "__main__", "__builtins__": builtins}
         if spec.get("prelude"):
@@ -322,7 +322,7 @@ def run(spec: dict, channel: Channel) -> dict:
     except ProgramDied as e:
         result["died"] = str(e)[:300]
     except BaseException as e:
-        result["exc"], result["exc_type"] = _sanitize(describe(e, "<tests>")), type(e).__name__
+        result["exc"], result["exc_type"] = sanitize(describe(e, "<tests>")), type(e).__name__
     finally:
         result["passed"], result["first"], result["calls"] = state["passed"], state["first"], channel.calls
     return result

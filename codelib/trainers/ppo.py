@@ -10,7 +10,10 @@ over the batch's completion tokens. `critic: none` uses batch-normalised rewards
 Without a critic, `advantage` picks the estimator (`codelib.advantages`): `batch` (above), `group` (GRPO's
 within-task normalisation), `rloo` (leave-one-out), `reinforce_pp` (REINFORCE++, Hu 2025: beta * KL folded into
 the token rewards, returns normalised over the global batch's tokens) or `reinforce_pp_baseline` (the group mean
-subtracted first). `clip_eps_high` > 0 clips the ratio at 1 + clip_eps_high above (DAPO's clip-higher);
+subtracted first). `old_from_first_pass` takes logp_old and the old values from the first epoch's forward when
+an epoch is one minibatch and nothing drops out (the policy has not moved yet: TRL's GRPO does the same at one
+iteration), instead of a separate no-grad forward; row order moves the floats ~1e-6, so the shipped tables were
+made without it. `clip_eps_high` > 0 clips the ratio at 1 + clip_eps_high above (DAPO's clip-higher);
 `kl_coef` adds beta * KL to the loss (estimator `kl_estimator`), except under REINFORCE++, where it is in the
 reward; `dynamic_sampling` drops groups whose rewards are all equal and refills from fresh tasks (DAPO).
 
@@ -51,6 +54,7 @@ class Config(OnlineConfig):
     value_coef: float = 0.5  # value loss weight (critic: value_head)
     entropy_coef: float = 0.0  # entropy bonus weight (0.01 with the value head in the 7B seed)
     adv_eps: float = 1e-6  # std floor when normalising advantages
+    old_from_first_pass: bool = False  # true: the first epoch's forward gives logp_old (one forward less; floats move)
 
     def __post_init__(self):
         super().__post_init__()
@@ -122,6 +126,28 @@ def advantages_of(cfg: Config, rewards, logp_old, ref_logp, mask, run) -> torch.
     return adv_lib.batch_normalized(rewards, cfg.adv_eps, run.gather(rewards.cpu()).to(rewards.device))
 
 
+def dropout_active(model) -> bool:
+    """Whether a training-mode forward of `model` drops anything (a dropout module, or attention dropout)."""
+    config = getattr(model, "config", None)
+    return getattr(config, "attention_dropout", 0.0) > 0 or any(
+        isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules()
+    )
+
+
+def olds(cfg: Config, run, batch, rewards, logp_old, values_old, due: bool) -> tuple:
+    """What the update needs from the rollout policy: (logp_old, values_old, ref_logp, advantages, logged kl)."""
+    mask = batch.completion_mask
+    with torch.no_grad():
+        ref_logp = reference_logprobs(run.policy, batch, cfg.shared_prefix) if due else None
+    kl = kl_to_start(logp_old, ref_logp, mask) if due else None
+    # advantages: r - V_t, or from the rewards alone (`advantage`; batch statistics over ranks)
+    if values_old is not None:
+        advantages = value_advantages(rewards, values_old, mask, cfg.adv_eps)  # [N, T-1]
+    else:
+        advantages = advantages_of(cfg, rewards, logp_old, ref_logp, mask, run)  # [N] or [N, T-1]
+    return logp_old, values_old, ref_logp, advantages, kl
+
+
 def train(cfg: Config) -> Path:
     """Run PPO; returns the run directory (adapter, value_head.pt, config.json, metrics.jsonl, checkpoint/)."""
     use_values = cfg.critic == "value_head"
@@ -134,27 +160,24 @@ def train(cfg: Config) -> Path:
         rewards = ro.rewards.to(device)  # [N]
         batch = make_batch(ro.prompt_ids, ro.completion_ids, run.tokenizer.pad_token_id, device)
         mask = batch.completion_mask  # [N, T-1]
-        run.model.eval()
-        with torch.no_grad():
-            if use_values:
-                logp_old, ex = token_logprobs(run.model, batch, with_hidden=True, shared=cfg.shared_prefix)
-                values_old = run.heads["value_head"](ex["hidden"].float()).squeeze(-1)  # [N, T-1]
-            else:
-                logp_old = token_logprobs(run.model, batch, shared=cfg.shared_prefix)  # [N, T-1]
-            due = run.reference_due(step)  # a KL term (or REINFORCE++'s KL in the reward), or the logged KL's step
-            ref_logp = reference_logprobs(run.policy, batch, cfg.shared_prefix) if due else None
-        kl = kl_to_start(logp_old, ref_logp, mask) if due else None
-        # advantages: r - V_t, or from the rewards alone (`advantage`; batch statistics over ranks)
-        if use_values:
-            advantages = value_advantages(rewards, values_old, mask, cfg.adv_eps)  # [N, T-1]
-        else:
-            advantages = advantages_of(cfg, rewards, logp_old, ref_logp, mask, run)  # [N] or [N, T-1]
+        n = len(ro.completion_ids)
+        mb = cfg.minibatch_size or n
+        due = run.reference_due(step)  # a KL term (or REINFORCE++'s KL in the reward), or the logged KL's step
+        first_pass = cfg.old_from_first_pass and mb >= n and not dropout_active(run.policy)
+        old = None  # (logp_old [N, T-1], values_old [N, T-1] or None, ref_logp, advantages, kl)
+        if not first_pass:
+            run.model.eval()
+            with torch.no_grad():
+                if use_values:
+                    logp_old, ex = token_logprobs(run.model, batch, with_hidden=True, shared=cfg.shared_prefix)
+                    values_old = run.heads["value_head"](ex["hidden"].float()).squeeze(-1)  # [N, T-1]
+                else:
+                    logp_old, values_old = token_logprobs(run.model, batch, shared=cfg.shared_prefix), None
+            old = olds(cfg, run, batch, rewards, logp_old, values_old, due)
         kl_loss = cfg.kl_coef > 0 and not cfg.advantage.startswith("reinforce_pp")  # REINFORCE++: KL in the reward
         eps_high = cfg.clip_eps_high or cfg.clip_eps
         # several epochs of the clipped objective over the same rollouts
         run.model.train()
-        n = len(ro.completion_ids)
-        mb = cfg.minibatch_size or n
         need_extra = use_values or cfg.entropy_coef > 0
         stats = {"loss": [], "clip_frac": [], "approx_kl": [], "value_loss": [], "entropy": []}
         for _ in range(cfg.ppo_epochs):
@@ -166,12 +189,17 @@ def train(cfg: Config) -> Path:
                     run.model, sub, with_entropy=need_extra, with_hidden=use_values, shared=cfg.shared_prefix
                 )
                 logp, ex = res if need_extra else (res, {})
+                values = run.heads["value_head"](ex["hidden"].float()).squeeze(-1) if use_values else None  # [mb, T-1]
+                if old is None:  # the first pass over the whole batch: its rows back in batch order are the old ones
+                    logp_old = torch.empty_like(logp).index_copy_(0, idx, logp.detach())
+                    values_old = torch.empty_like(values).index_copy_(0, idx, values.detach()) if use_values else None
+                    old = olds(cfg, run, batch, rewards, logp_old, values_old, due)
+                logp_old, _, ref_logp, advantages, kl = old
                 loss, clip_frac, approx_kl = clipped_policy_loss(logp, logp_old[idx], advantages[idx], sub.completion_mask, cfg.clip_eps, eps_high)  # fmt: skip
                 total = loss
                 if kl_loss:
                     total = total + cfg.kl_coef * masked_mean(kl_estimate(logp, ref_logp[idx], cfg.kl_estimator), sub.completion_mask)  # fmt: skip
                 if use_values:
-                    values = run.heads["value_head"](ex["hidden"].float()).squeeze(-1)  # [mb, T-1]
                     v_loss = value_loss_of(values, rewards[idx], sub.completion_mask)
                     total = total + cfg.value_coef * v_loss
                     stats["value_loss"].append(float(v_loss.detach()))
@@ -183,6 +211,7 @@ def train(cfg: Config) -> Path:
                 stats["loss"].append(float(total.detach()))
                 stats["clip_frac"].append(clip_frac)
                 stats["approx_kl"].append(approx_kl)
+        _, _, _, advantages, kl = old
         # per completion: its advantage (the value head's: the mean over its tokens)
         seq_adv = (advantages * mask).sum(-1) / mask.sum(-1).clamp(min=1) if advantages.dim() == 2 else advantages
         row = {"kl": kl, **{k: sum(v) / len(v) if v else 0.0 for k, v in stats.items()}}
