@@ -121,6 +121,25 @@ class StopOnSequences(StoppingCriteria):
         return done
 
 
+def batch_decoder(tokenizer):
+    """`seqs -> tokenizer.batch_decode(seqs, skip_special_tokens=True)`: straight through the Rust tokenizer's batch
+    call when that is all transformers would do (a fast tokenizer whose decode methods are transformers' own, no
+    clean-up of spaces), skipping transformers' per-id conversion of the lists (the stop check of every decode
+    step); the same strings either way."""
+    try:
+        from transformers.tokenization_utils_base import PreTrainedTokenizerBase as Base
+        from transformers.tokenization_utils_tokenizers import TokenizersBackend as Fast
+    except ImportError:  # pragma: no cover - another transformers layout
+        Fast = Base = None
+    kind = type(tokenizer)
+    backend = getattr(tokenizer, "_tokenizer", None)
+    if (Fast is not None and backend is not None and isinstance(tokenizer, Fast) and kind._decode is Fast._decode
+            and kind.decode is Base.decode and kind.batch_decode is Base.batch_decode
+            and not tokenizer.clean_up_tokenization_spaces):  # fmt: skip
+        return lambda seqs: backend.decode_batch(seqs, skip_special_tokens=True)
+    return lambda seqs: tokenizer.batch_decode(seqs, skip_special_tokens=True)
+
+
 def encode_prompts(tokenizer, prompts: Sequence[str]) -> list[list[int]]:
     """Prompt token ids exactly as `generate` feeds them (the tokenizer's special tokens, e.g. BOS, included)."""
     return [list(ids) for ids in tokenizer(list(prompts))["input_ids"]]
@@ -234,8 +253,10 @@ def merged_lora(model):
     """For the block, a peft LoRA model runs as its base with W + scale * B @ A in place of each adapted W.
 
     Each adapted layer then costs one matmul instead of three plus the elementwise sum (on the tiny profile: prefill
-    ~40% faster, a decode step ~20%). The logits equal the adapter's up to float rounding (~1e-6). The original
-    weight tensors are put back afterwards (the very objects, so training and the optimizer never see a change).
+    ~40% faster, a decode step ~20%), and each LoRA (and modules_to_save) wrapper is taken out of the module tree
+    for the block, so the model runs plain modules. The logits equal the adapter's up to float rounding (~1e-6).
+    The original weight tensors and modules are put back afterwards (the very objects, so training and the
+    optimizer never see a change).
     A model that is not plain LoRA on nn.Linear layers (DoRA, LoRA bias, 4-bit, several adapters) runs as it is.
     """
     try:
@@ -245,7 +266,8 @@ def merged_lora(model):
     except ImportError:  # pragma: no cover - peft is a dependency
         yield
         return
-    lora = [m for m in model.modules() if isinstance(m, LoraLayer)] if isinstance(model, PeftModel) else []
+    named = [(n, m) for n, m in model.named_modules() if isinstance(m, (LoraLayer, ModulesToSaveWrapper))] if isinstance(model, PeftModel) else []  # fmt: skip
+    lora = [m for _, m in named if isinstance(m, LoraLayer)]
 
     def plain(m) -> bool:
         names = list(m.active_adapters)
@@ -255,30 +277,39 @@ def merged_lora(model):
     if not MERGE_LORA or not lora or not all(plain(m) for m in lora):
         yield
         return
-    swaps = []  # (module, attribute, original parameter)
+    swaps = []  # (module, attribute, original): parameters, then the wrapper modules themselves
     try:
         with torch.no_grad():
-            for m in lora:
-                name = m.active_adapters[0]
-                if name not in m.lora_A:
-                    continue
-                w = m.base_layer.weight
-                swaps.append((m.base_layer, "weight", w))
-                m.base_layer.weight = torch.nn.Parameter(w + m.get_delta_weight(name).to(w.dtype), requires_grad=False)
-            for m in model.modules():  # fully trained copies (modules_to_save): the base runs the originals
-                names = m.active_adapters if isinstance(m, ModulesToSaveWrapper) else []
-                if len(names) == 1 and names[0] in m.modules_to_save:
-                    trained = m.modules_to_save[names[0]]
-                    for sub_name, sub in trained.named_modules():
-                        target = m.original_module.get_submodule(sub_name)
-                        for p_name, p in sub.named_parameters(recurse=False):
-                            swaps.append((target, p_name, getattr(target, p_name)))
-                            setattr(target, p_name, p)
-        with model.disable_adapter():
-            yield
+            for name, m in named:
+                if isinstance(m, LoraLayer):
+                    adapter = m.active_adapters[0]
+                    if adapter in m.lora_A:
+                        w = m.base_layer.weight
+                        swaps.append((m.base_layer, "weight", w))
+                        delta = m.get_delta_weight(adapter).to(w.dtype)
+                        m.base_layer.weight = torch.nn.Parameter(w + delta, requires_grad=False)
+                    inner = m.base_layer
+                else:  # fully trained copies (modules_to_save): the original module runs with the trained parameters
+                    adapters = m.active_adapters
+                    inner = m.original_module
+                    if len(adapters) == 1 and adapters[0] in m.modules_to_save:
+                        trained = m.modules_to_save[adapters[0]]
+                        for sub_name, sub in trained.named_modules():
+                            target = m.original_module.get_submodule(sub_name)
+                            for p_name, p in sub.named_parameters(recurse=False):
+                                swaps.append((target, p_name, getattr(target, p_name)))
+                                setattr(target, p_name, p)
+                # the wrapper leaves the module tree for the block: the model runs plain modules (a disabled LoRA
+                # layer calls its base layer and nothing else, so the numbers are the same, without the wrapper's
+                # per-call checks on every layer of every decode step)
+                parent_name, _, attr = name.rpartition(".")
+                parent = model.get_submodule(parent_name)
+                swaps.append((parent, attr, m))
+                setattr(parent, attr, inner)
+        yield
     finally:
-        for module, attr, p in reversed(swaps):
-            setattr(module, attr, p)
+        for module, attr, original in reversed(swaps):
+            setattr(module, attr, original)
 
 
 PREFILL_CHUNK = 32  # prompts per prefill forward: prompts of like length together, little padding
@@ -348,6 +379,7 @@ def _decode_batch(
     active = list(range(B))  # batch rows still writing, in the order of the model's rows
     gen: list[list[int]] = [[] for _ in range(B)]
     eos_set = set(eos)
+    decode = batch_decoder(tokenizer) if stop else None
     top_p_warp = TopPLogitsWarper(top_p) if temperature > 0 and top_p < 1.0 else None
     for step in range(max_new_tokens):
         if temperature > 0:
@@ -364,7 +396,7 @@ def _decode_batch(
             if t not in eos_set:
                 keep.append(k)
         if stop and keep:
-            texts = tokenizer.batch_decode([gen[active[k]] for k in keep], skip_special_tokens=True)
+            texts = decode([gen[active[k]] for k in keep])
             keep = [k for k, text in zip(keep, texts, strict=True) if find_stop(text, stop) is None]
         if not keep or step == max_new_tokens - 1:
             break

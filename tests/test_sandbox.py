@@ -584,8 +584,10 @@ def test_a_program_that_does_not_parse_gets_its_runs_verdict_without_a_run(monke
     assert [dataclasses.replace(v, duration_s=0.0) for v in parsed] == strip
     assert all(v.status == "error" for v in ran[:-1]) and ran[-1].passed
     skipped = [j.program for j in job_list if j.program not in submitted]
-    assert len(skipped) == 16  # the parse errors; the compiler's errors, the parser's own failures and the long one ran
-    assert all(v.duration_s == 0.0 for v, j in zip(parsed, job_list) if j.program in skipped)
+    assert (
+        len(skipped) == 16
+    )  # the parse errors; the compiler's errors, the parser's own failures and the long one ran
+    assert all(v.duration_s == 0.0 for v, j in zip(parsed, job_list, strict=True) if j.program in skipped)
     assert task.prompt + "    return a +\n" in skipped and task.prompt + "    break\n" not in skipped
     assert "SyntaxError: invalid syntax (line 2)" == parsed[0].detail and parsed[0].tests_total == 2
 

@@ -154,3 +154,23 @@ def test_sampling_from_a_lora_policy_folds_the_adapter_in_and_puts_the_weights_b
     assert all(
         after[k] is v and torch.equal(v, copy) for k, (v, copy) in before.items()
     )  # the same tensors, unchanged
+
+
+def test_the_stop_checks_batch_decode_gives_transformers_strings():
+    """`batch_decoder` goes straight to the Rust tokenizer only where transformers would do nothing more: the same
+    strings as `batch_decode` on ids with special tokens, multi-byte characters cut mid-way and empty rows; a
+    tokenizer that cleans up spaces keeps transformers' own path."""
+    import random
+
+    from codelib.tiny import train_tokenizer
+
+    tok = train_tokenizer(["def f(x):\n    return x + 1  # é ü 日本\n", "print('a', \"b\")\n"] * 20, vocab_size=300)
+    rng = random.Random(0)
+    rows = [[rng.randrange(len(tok)) for _ in range(rng.randrange(0, 30))] for _ in range(200)]
+    rows.append([tok.eos_token_id, tok.bos_token_id, tok.pad_token_id])
+    fast = generation.batch_decoder(tok)
+    assert fast(rows) == tok.batch_decode(rows, skip_special_tokens=True)
+    assert fast.__code__ is not generation.batch_decoder(_Tok()).__code__  # the fast path, not the fallback
+    tok.clean_up_tokenization_spaces = True
+    assert generation.batch_decoder(tok).__code__ is generation.batch_decoder(_Tok()).__code__
+    assert generation.batch_decoder(tok)(rows) == tok.batch_decode(rows, skip_special_tokens=True)
