@@ -9,7 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -33,7 +33,12 @@ class Task:
     public_tests: str = ""  # tests shown with the problem, same format as `tests` (feedback); "" if none
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The fields as a dict (every field is an immutable scalar, so no deep copy is needed: `asdict` was ~35 us
+        a task, and a rollout turns its 128 completions' tasks into rows every step)."""
+        return {name: getattr(self, name) for name in _FIELDS}
+
+
+_FIELDS = tuple(f.name for f in fields(Task))
 
 
 class TaskError(ValueError):

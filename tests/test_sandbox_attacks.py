@@ -614,6 +614,48 @@ def he_tasks():
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# the parent parses a function job's program before running it (`jobs.parse_error`): nothing a program's text does
+# there reaches a verdict or the trainer
+
+
+PARSE_ATTACKS = {
+    # a correct solution written with the parser's soft keywords (`match`, `case`, `_` as names and as a statement)
+    "soft-keywords": "    match = case = _ = 0\n    match (match, case):\n        case (1, _):\n            return None\n",
+    "future-import": "    from __future__ import barry_as_FLUFL\n    return 1 <> 2\n",  # not at the top: a parse error
+    "nesting-bomb": "    return " + "(" * 100_000 + "\n",  # the tokenizer's limit: a parse error, no recursion
+    "unary-bomb": "    return " + "-" * 19_000 + "1\n",  # too deep for the parser: not judged here, it runs
+    "huge": "    return 1 +\n" + "#" * 1_000_000 + "\n",  # over PARSE_FIRST_CHARS: runs, and is an error there
+    "null-byte": "    return 1\x00\n",
+    "coding-cookie": "# -*- coding: rot13 -*-\n    erghea 1\n",  # a str has no encoding: the cookie means nothing
+}
+
+
+def test_a_programs_text_cannot_game_or_break_the_parse_in_the_parent(box, he_tasks):
+    """Every text gets exactly the verdict its run gets (a parse error is never better than an error), the parent
+    survives each (its recursion limit and warnings filters unchanged), and a correct solution written with soft
+    keywords still passes."""
+    from codelib.sandbox import jobs
+
+    task = he_tasks[0]
+    limit, filters = sys.getrecursionlimit(), list(warnings.filters)
+    codes = list(PARSE_ATTACKS.values())
+    solution = PARSE_ATTACKS["soft-keywords"] + task.canonical_solution
+    codes[0] = solution
+    jobs_list = [sandbox.task_job(task, c) for c in codes]
+    parsed = box.map(jobs_list)
+    jobs.PARSE_FIRST = False
+    try:
+        ran = box.map(jobs_list)
+    finally:
+        jobs.PARSE_FIRST = True
+    assert [(v.status, v.detail, v.tests_passed, v.tests_total) for v in parsed] == [
+        (v.status, v.detail, v.tests_passed, v.tests_total) for v in ran
+    ]
+    assert parsed[0].passed and not any(v.passed for v in parsed[1:])
+    assert sys.getrecursionlimit() == limit and list(warnings.filters) == filters
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # forged reports: the token and the harness's state are reachable from the program
 
 
