@@ -277,6 +277,8 @@ def merged_lora(model):
     if not MERGE_LORA or not lora or not all(plain(m) for m in lora):
         yield
         return
+    # each wrapper's parent, found before any swap (a wrapper inside another one's subtree keeps its parent object)
+    parents = {name: (model.get_submodule(name.rpartition(".")[0]), name.rpartition(".")[2]) for name, _ in named}
     swaps = []  # (module, attribute, original): parameters, then the wrapper modules themselves
     try:
         with torch.no_grad():
@@ -302,8 +304,7 @@ def merged_lora(model):
                 # the wrapper leaves the module tree for the block: the model runs plain modules (a disabled LoRA
                 # layer calls its base layer and nothing else, so the numbers are the same, without the wrapper's
                 # per-call checks on every layer of every decode step)
-                parent_name, _, attr = name.rpartition(".")
-                parent = model.get_submodule(parent_name)
+                parent, attr = parents[name]
                 swaps.append((parent, attr, m))
                 setattr(parent, attr, inner)
         yield

@@ -333,9 +333,10 @@ class OnlineRun:
         samples = gather_object(samples) if multi else samples
         classes = gather_object(list(ro.classes)) if multi else ro.classes
         telemetry = {**metrics.class_shares(classes), **self._group_stats(all_rewards)}
-        dt = time.time() - t0
         if self.acc.is_main_process:
             metrics.append_samples(self.out, samples)
+        dt = time.time() - t0  # the samples' rows written included, as TRL's step time includes its logging
+        if self.acc.is_main_process:
             log_row = {"step": step, "loss": row.pop("loss"), "reward_mean": float(all_rewards.mean()),
                        "reward_std": float(all_rewards.std()) if len(all_rewards) > 1 else 0.0,
                        "pass_rate": float(passed.mean()), "completion_len": float(lengths.mean()), **kl,

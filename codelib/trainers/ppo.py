@@ -129,7 +129,7 @@ def advantages_of(cfg: Config, rewards, logp_old, ref_logp, mask, run) -> torch.
 def dropout_active(model) -> bool:
     """Whether a training-mode forward of `model` drops anything (a dropout module, or attention dropout)."""
     config = getattr(model, "config", None)
-    return getattr(config, "attention_dropout", 0.0) > 0 or any(
+    return (getattr(config, "attention_dropout", 0.0) or 0.0) > 0 or any(
         isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules()
     )
 
