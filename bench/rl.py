@@ -6,7 +6,8 @@ RLOO 16 tasks x 8; PPO: 16 tasks x 8, one epoch and four), the same start policy
 forwards), "no KL log" with `kl_every: 0` (no start-policy forward: TRL's GRPO at beta 0 runs none either), "old from
 first pass" PPO with `old_from_first_pass: true` (logp_old from the first epoch's forward). Reported per trainer: median step time (the first step of every run dropped: it warms up the sandbox and the kernels), completions/s,
 generated tokens/s, the generation and sandbox shares of a step, the pass rate it saw, and the ratio of TRL GRPO's
-step time to ours (2.00x: our step takes half the time of TRL's on the same batch).
+step time to ours (2.00x: our step takes half the time of TRL's on the same batch), with the lowest and highest
+per-round ratio beside it (a drifting machine moves the ratio between rounds).
 
 The trainers run in `--rounds` interleaved rounds (each round runs every trainer `--steps` steps, in turn), so a
 change of load on a shared machine hits all of them alike; the load average is printed before and after.
@@ -139,6 +140,7 @@ def run(steps: int, rounds: int = 1, before: bool = False, only: tuple[str, ...]
     if only:
         runs = {k: v for k, v in runs.items() if any(k.startswith(o) for o in only)}
     rows: dict[str, list] = {name: [] for name in runs}
+    per_round: dict[str, list] = {name: [] for name in runs}  # each round's median step
     wall: dict[str, float] = dict.fromkeys(runs, 0.0)
     for r in range(rounds):
         names = list(runs) if r % 2 == 0 else list(runs)[::-1]  # alternate the order: no trainer always goes first
@@ -149,8 +151,17 @@ def run(steps: int, rounds: int = 1, before: bool = False, only: tuple[str, ...]
             with ctx():
                 run_dir = fn(f"bench{r}-{k}")
             wall[name] += time.time() - t0
-            rows[name] += read_jsonl(Path(run_dir) / "metrics.jsonl")
-    return {name: {**measure(rows[name]), "wall_s": wall[name]} for name in runs}
+            got = read_jsonl(Path(run_dir) / "metrics.jsonl")
+            rows[name] += got
+            per_round[name].append(measure(got)["step_s"])
+    return {name: {**measure(rows[name]), "wall_s": wall[name], "round_step_s": per_round[name]} for name in runs}
+
+
+def round_ratios(base: dict, ours: dict) -> tuple[float, float]:
+    """(lowest, highest) over rounds of the base's step time / ours in the same round: the spread a drifting machine
+    puts on the ratio of medians."""
+    ratios = [b / o for b, o in zip(base["round_step_s"], ours["round_step_s"], strict=True)]
+    return min(ratios), max(ratios)
 
 
 def main() -> None:
@@ -171,13 +182,23 @@ def main() -> None:
     print(f"\nRL step throughput, tiny model, 128 completions per step, {args.threads} torch thread(s), median of "
           f"{args.rounds} x {args.steps - 1} steps; load average {load0[0]:.1f} / {load0[1]:.1f} before, {load1[0]:.1f} / {load1[1]:.1f} after")  # fmt: skip
     head = "".join(f" {'vs ' + k.split(', ')[1].rstrip(')'):>16}" for k in bases)
-    print(f"{'trainer':<30} {'step s':>7} {'compl/s':>8} {'tok/s':>7} {'gen':>5} {'sandbox':>8} {'pass':>5}{head}")
+    spread = next((k for k in bases if "fp32" in k), next(iter(bases), None))  # the base of the per-round spread
+    tail = f" {'rounds vs ' + spread.split(', ')[1].rstrip(')'):>26}" if spread else ""
+    print(
+        f"{'trainer':<30} {'step s':>7} {'compl/s':>8} {'tok/s':>7} {'gen':>5} {'sandbox':>8} {'pass':>5}{head}{tail}"
+    )
     for name, r in results.items():
         gen = f"{r['generate_share']:.0%}" if r["generate_share"] is not None else "-"
         ratios = "".join(f" {b / r['step_s']:>15.2f}x" for b in bases.values())
+        if spread:
+            lo, hi = round_ratios(results[spread], r)
+            ratios += f" {f'{lo:.2f}x-{hi:.2f}x':>26}"
         print(f"{name:<30} {r['step_s']:>7.2f} {r['completions_per_s']:>8.1f} {r['tokens_per_s']:>7.0f} {gen:>5} "
               f"{r['sandbox_share']:>8.0%} {r['pass_rate']:>5.2f}{ratios}")  # fmt: skip
-    print("vs X: X's step time / this trainer's (2.00x = half the time of TRL GRPOTrainer's step on the same batch).")
+    print(
+        "vs X: X's step time / this trainer's (2.00x = half the time of TRL GRPOTrainer's step on the same batch); "
+        "rounds: the lowest and highest of that ratio within one round (both measured in it)."
+    )
     print(json.dumps({"load_before": load0, "load_after": load1, "results": results}))
 
 

@@ -34,3 +34,17 @@ def test_unknown_trainer_is_refused():
 
     with pytest.raises(SystemExit):
         gpu.main(["--arch", "tiny", "--trainers", "sft,ppo2"])
+
+
+def test_rl_bench_ratio_spread_over_rounds():
+    """bench.rl: the ratio of medians, and beside it the lowest and highest ratio within one round (hand-made rows:
+    the first step of each run is dropped, as it warms up the sandbox and the kernels)."""
+    from bench import rl
+
+    def rows(*times):
+        return [{"step": i + 1, "time_s": t, "completion_len": 10.0, "pass_rate": 0.5} for i, t in enumerate(times)]
+
+    assert rl.measure(rows(9.0, 1.0, 3.0, 2.0))["step_s"] == 2.0  # the 9 s warm-up step is not counted
+    trl = {"round_step_s": [1.0, 0.8, 0.9]}
+    ours = {"round_step_s": [0.5, 0.5, 0.4]}
+    assert rl.round_ratios(trl, ours) == (1.6, 2.25)
