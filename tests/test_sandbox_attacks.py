@@ -622,8 +622,8 @@ PARSE_ATTACKS = {
     # a correct solution written with the parser's soft keywords (`match`, `case`, `_` as names and as a statement)
     "soft-keywords": "    match = case = _ = 0\n    match (match, case):\n        case (1, _):\n            return None\n",
     "future-import": "    from __future__ import barry_as_FLUFL\n    return 1 <> 2\n",  # not at the top: a parse error
-    "nesting-bomb": "    return " + "(" * 100_000 + "\n",  # the tokenizer's limit: a parse error, no recursion
-    "unary-bomb": "    return " + "-" * 19_000 + "1\n",  # too deep for the parser: not judged here, it runs
+    "nesting-bomb": "    return " + "(" * 15_000 + "\n",  # the tokenizer's limit: a parse error, no recursion
+    "unary-bomb": "    return " + "-" * 15_000 + "1\n",  # too deep for the parser: not judged here, it runs
     "huge": "    return 1 +\n" + "#" * 1_000_000 + "\n",  # over PARSE_FIRST_CHARS: runs, and is an error there
     "null-byte": "    return 1\x00\n",
     "coding-cookie": "# -*- coding: rot13 -*-\n    erghea 1\n",  # a str has no encoding: the cookie means nothing
@@ -1828,6 +1828,12 @@ def _unprivileged_steps() -> list[dict]:
         dict(name="processes", code=SEE_PROCESSES),
         dict(name="fork-bomb", code=FORK_COUNT, timeout_s=10),
         dict(name="probe-after-bomb", code=PROBE),
+        # the parent's parse (`jobs.parse_error`) in a non-root parent: a text that does not parse is an error, a
+        # correct solution written with soft keywords still passes
+        dict(name="parse-nesting", task=he.to_dict(), code=PARSE_ATTACKS["nesting-bomb"]),
+        dict(
+            name="parse-soft-keywords", task=he.to_dict(), code=PARSE_ATTACKS["soft-keywords"] + he.canonical_solution
+        ),
     ]
     return steps
 
@@ -1863,6 +1869,8 @@ UNPRIVILEGED_NOT_PASSED = [
     "stdio-memscan",
     # main @ c527707 (throwaway uid): forged (check() raised)
     "malformed-nan",
+    # 1e599d0: a program that does not parse is judged in the parent, without a run: an error, never a pass
+    "parse-nesting",
 ]
 
 
@@ -1934,7 +1942,7 @@ def _flag_steps() -> list[dict]:
     """The attacks that are safe to run as host root under `unprivileged=True` (nothing that writes outside)."""
     keep = ("forge-frames", "forge-memscan", "rebind-helpers", "lookup-frames", "always-equal", "stdio-frames",
             "stdio-memscan", "malformed-nan", "sysv-write", "sysv-read", "keys-write", "keys-read", "mq-write",
-            "mq-read", "visibility", "processes")  # fmt: skip
+            "mq-read", "visibility", "processes", "parse-nesting", "parse-soft-keywords")  # fmt: skip
     return [s for s in _unprivileged_steps() if s["name"] in keep]
 
 
@@ -1955,7 +1963,7 @@ def flagged():
                 job = Job(step["code"], timeout_s=step.get("timeout_s", TIMEOUT))
             try:
                 v = b.map([job])[0]
-                results[step["name"]] = dict(status=v.status, passed=v.passed, stdout=v.stdout[:3000],
+                results[step["name"]] = dict(status=v.status, passed=v.passed, detail=v.detail[:300], stdout=v.stdout[:3000],
                                              tests_passed=v.tests_passed, tests_total=v.tests_total,
                                              same=b.worker_pids() == before)  # fmt: skip
             except Exception as e:
@@ -1971,6 +1979,19 @@ def test_unprivileged_flag_wrong_solutions_are_not_passed(flagged, name):
     r = flagged[name]
     assert "raised" not in r, r
     assert not r["passed"] and r["status"] != "passed", r
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", ["throwaway-uid", "flag"])
+def test_unprivileged_parse_in_the_parent_gives_a_runs_verdicts(unprivileged, flagged, path):
+    """Non-root, both ways: the text that does not parse is the error a run gives (its SyntaxError, the tests
+    counted), and a correct solution the parser must read with soft keywords passes."""
+    results = unprivileged["results"] if path == "throwaway-uid" else flagged
+    bad, good = results["parse-nesting"], results["parse-soft-keywords"]
+    assert "raised" not in bad and "raised" not in good, (bad, good)
+    assert bad["status"] == "error" and bad["tests_passed"] == 0 and bad["tests_total"] > 0, bad
+    assert bad["detail"].startswith("SyntaxError: too many nested parentheses"), bad
+    assert good["passed"] and good["tests_passed"] == good["tests_total"] > 0, good
 
 
 @pytest.mark.slow

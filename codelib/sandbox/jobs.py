@@ -223,15 +223,6 @@ def parse_error(program: str) -> tuple[str, str] | None:
     return None
 
 
-@functools.lru_cache(maxsize=1024)
-def _tests_total(tests: str) -> int | None:
-    """The counted asserts the judge finds in `tests` (None when they do not compile: the judge says so itself)."""
-    try:
-        return judge.compile_tests("", tests, "<tests>", got=True)[1]
-    except BaseException:
-        return None
-
-
 class Run:
     def __init__(self, job: Job, box, expected: dict):
         self.job, self.box = job, box
@@ -259,9 +250,12 @@ class Run:
         `program_error`; the same result goes through the same `_feed_function` here (duration 0, no output). A
         quarter of the tiny model's distinct programs early in RL are such (~2 ms of two busy cores each)."""
         error = parse_error(self.job.program)
-        total = _tests_total(self.job.tests) if error is not None else None
-        if error is None or total is None:
+        if error is None:
             return
+        try:
+            total = judge.compiled_tests(self.job.tests)[1]  # the judge's own count, compiled once per text
+        except BaseException:
+            return  # tests that do not compile: the judge says so itself
         result = {"done": False, "passed": 0, "total": total, "first": None, "calls": 0,
                   "program_error": judge.sanitize(error[0]), "program_error_type": judge.sanitize(error[1], 60)}  # fmt: skip
         self._feed_function({"kind": "function"}, json.dumps(result).encode(), "")

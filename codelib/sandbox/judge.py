@@ -269,7 +269,8 @@ def _compiled(filename: str, source: str):
     return _CODE[key]
 
 
-def _compiled_tests(tests: str) -> tuple[list, int]:
+def compiled_tests(tests: str) -> tuple[list, int]:
+    """The tests' code objects and counted asserts, compiled once per text (the judge's, and the parent's count)."""
     key = ("<tests>", tests)
     if key not in _CODE:
         if len(_CODE) > 1024:
@@ -300,7 +301,7 @@ def run(spec: dict, channel: Channel) -> dict:
         state["got"] = _UNSET
 
     try:
-        codes, result["total"] = _compiled_tests(spec["tests"])  # known whatever the program does
+        codes, result["total"] = compiled_tests(spec["tests"])  # known whatever the program does
         hello = channel.recv()  # the program's own code ran to its end, or it says why not
         if hello.get("ready") is not True:
             result["program_error"] = sanitize(hello.get("error")) or "the program did not start"

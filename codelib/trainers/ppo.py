@@ -135,7 +135,7 @@ def dropout_active(model) -> bool:
 
 
 def olds(cfg: Config, run, batch, rewards, logp_old, values_old, due: bool) -> tuple:
-    """What the update needs from the rollout policy: (logp_old, values_old, ref_logp, advantages, logged kl)."""
+    """What the update needs from the rollout policy: (logp_old, ref_logp, advantages, logged kl)."""
     mask = batch.completion_mask
     with torch.no_grad():
         ref_logp = reference_logprobs(run.policy, batch, cfg.shared_prefix) if due else None
@@ -145,7 +145,7 @@ def olds(cfg: Config, run, batch, rewards, logp_old, values_old, due: bool) -> t
         advantages = value_advantages(rewards, values_old, mask, cfg.adv_eps)  # [N, T-1]
     else:
         advantages = advantages_of(cfg, rewards, logp_old, ref_logp, mask, run)  # [N] or [N, T-1]
-    return logp_old, values_old, ref_logp, advantages, kl
+    return logp_old, ref_logp, advantages, kl
 
 
 def train(cfg: Config) -> Path:
@@ -164,7 +164,7 @@ def train(cfg: Config) -> Path:
         mb = cfg.minibatch_size or n
         due = run.reference_due(step)  # a KL term (or REINFORCE++'s KL in the reward), or the logged KL's step
         first_pass = cfg.old_from_first_pass and mb >= n and not dropout_active(run.policy)
-        old = None  # (logp_old [N, T-1], values_old [N, T-1] or None, ref_logp, advantages, kl)
+        old = None  # (logp_old [N, T-1], ref_logp, advantages, kl): `olds`, before the epochs or in the first pass
         if not first_pass:
             run.model.eval()
             with torch.no_grad():
@@ -194,7 +194,7 @@ def train(cfg: Config) -> Path:
                     logp_old = torch.empty_like(logp).index_copy_(0, idx, logp.detach())
                     values_old = torch.empty_like(values).index_copy_(0, idx, values.detach()) if use_values else None
                     old = olds(cfg, run, batch, rewards, logp_old, values_old, due)
-                logp_old, _, ref_logp, advantages, kl = old
+                logp_old, ref_logp, advantages, kl = old
                 loss, clip_frac, approx_kl = clipped_policy_loss(logp, logp_old[idx], advantages[idx], sub.completion_mask, cfg.clip_eps, eps_high)  # fmt: skip
                 total = loss
                 if kl_loss:
@@ -211,7 +211,7 @@ def train(cfg: Config) -> Path:
                 stats["loss"].append(float(total.detach()))
                 stats["clip_frac"].append(clip_frac)
                 stats["approx_kl"].append(approx_kl)
-        _, _, _, advantages, kl = old
+        _, _, advantages, kl = old
         # per completion: its advantage (the value head's: the mean over its tokens)
         seq_adv = (advantages * mask).sum(-1) / mask.sum(-1).clamp(min=1) if advantages.dim() == 2 else advantages
         row = {"kl": kl, **{k: sum(v) / len(v) if v else 0.0 for k, v in stats.items()}}
