@@ -10,9 +10,11 @@ padded forward's up to float rounding (~1e-6: other matmul shapes); `pack=False`
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from transformers import DynamicCache
 
 PACK = True  # token_logprobs on packed rows (issue 14); False: the padded forward, as before (bench.rl --before)
@@ -189,6 +191,65 @@ def _place(x: torch.Tensor, valid: torch.Tensor, target: torch.Tensor, width: in
     return out.scatter_add(1, where, x * v)[:, :width]
 
 
+FOLD_LORA = True  # shared_prefix_logprobs runs plain LoRA layers folded into one linear each (`folded_lora`)
+
+
+class _FoldedLinear(torch.nn.Module):
+    """A plain LoRA layer as one linear, differentiable in its A and B: y = x (W + s B A)^T + b."""
+
+    def __init__(self, layer, adapter: str):
+        super().__init__()
+        self.base, self.A, self.B = layer.base_layer, layer.lora_A[adapter], layer.lora_B[adapter]
+        self.scale = float(layer.scaling[adapter])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = torch.addmm(self.base.weight, self.B.weight, self.A.weight, alpha=self.scale)  # [out, in]
+        return F.linear(x, w, self.base.bias)
+
+
+@contextlib.contextmanager
+def folded_lora(model):
+    """For the block, each plain LoRA layer of a peft model runs as `_FoldedLinear` (speed, issue 14).
+
+    peft runs x W^T + s (x A^T) B^T: three matmuls a layer and an add. Folded, the forward is one matmul of W's size
+    (plus the small B A), the backward the same count of multiply-adds, in fewer, larger matmuls: a tiny-profile
+    RLOO update (forward + backward) ~15% faster. Gradients equal peft's up to float rounding (~1e-6 relative).
+    Every layer is folded or none: a layer with dropout in training, a disabled or merged adapter, several adapters,
+    DoRA, a LoRA bias, a non-Linear base (4-bit), fan_in_fan_out or mixed dtypes keeps the model as it is."""
+    try:
+        from peft.tuners.lora import LoraLayer
+    except ImportError:  # pragma: no cover - peft is a dependency
+        yield
+        return
+    named = [(n, m) for n, m in model.named_modules() if isinstance(m, LoraLayer)]
+
+    def plain(m) -> bool:
+        names = list(m.active_adapters)
+        if len(names) != 1 or names[0] not in m.lora_A or m.merged or m.disable_adapters:
+            return False
+        a = names[0]
+        dropout = m.lora_dropout[a]
+        return (type(m.base_layer) is torch.nn.Linear and not m.use_dora.get(a, False)
+                and not getattr(m, "lora_bias", {}).get(a, False) and not getattr(m, "fan_in_fan_out", False)
+                and (isinstance(dropout, torch.nn.Identity) or not dropout.training or dropout.p == 0)
+                and m.base_layer.weight.dtype == m.lora_A[a].weight.dtype == m.lora_B[a].weight.dtype)  # fmt: skip
+
+    if not FOLD_LORA or not named or not all(plain(m) for _, m in named):
+        yield
+        return
+    parents = {n: (model.get_submodule(n.rpartition(".")[0]), n.rpartition(".")[2]) for n, _ in named}
+    swapped = []
+    try:
+        for n, m in named:
+            parent, attr = parents[n]
+            setattr(parent, attr, _FoldedLinear(m, m.active_adapters[0]))
+            swapped.append((parent, attr, m))
+        yield
+    finally:
+        for parent, attr, m in reversed(swapped):
+            setattr(parent, attr, m)
+
+
 def shared_prefix_logprobs(model, batch: Batch, with_entropy: bool = False, with_hidden: bool = False):
     """`token_logprobs` computing each distinct prompt once (speed, issue 14); None when it does not apply.
 
@@ -202,9 +263,15 @@ def shared_prefix_logprobs(model, batch: Batch, with_entropy: bool = False, with
 
     Not used (None) when prompts repeat little (distinct > SHARE_AT_MOST of the rows), under DDP (two forwards
     through one DDP module before a backward), while gradient checkpointing is on (it turns the cache off), or for a
-    model whose cache is not transformers' DynamicCache of key/value tensors."""
+    model whose cache is not transformers' DynamicCache of key/value tensors. Plain LoRA layers run folded
+    (`folded_lora`)."""
     if isinstance(model, torch.nn.parallel.DistributedDataParallel):
         return None
+    with folded_lora(model):
+        return _shared_prefix_logprobs(model, batch, with_entropy, with_hidden)
+
+
+def _shared_prefix_logprobs(model, batch: Batch, with_entropy: bool, with_hidden: bool):
     if model.training and getattr(model, "is_gradient_checkpointing", False):  # QLoRA's prep: no cache in training
         return None
     comp = batch.completion_mask  # [B, T-1]
@@ -236,8 +303,10 @@ def shared_prefix_logprobs(model, batch: Batch, with_entropy: bool = False, with
     for rows in length_chunks(clen.tolist()):
         r = torch.tensor(rows, device=device)
         sel = idx[r]
-        # every row of the chunk gets its prompt's keys and values (an autograd op: gradients sum over samples)
-        cache = DynamicCache(ddp_cache_data=[(k[sel], v[sel]) for k, v in kv])
+        # every row of the chunk gets its prompt's keys and values (an autograd op: gradients sum over samples).
+        # index_select, not k[sel]: its backward is index_add, where k[sel]'s is an accumulating index_put that runs
+        # ~8x slower on a CPU (~12 ms of a tiny RLOO step); both add a prompt's rows in row order, so equal sums
+        cache = DynamicCache(ddp_cache_data=[(k.index_select(0, sel), v.index_select(0, sel)) for k, v in kv])
         pl, cl = plen[r], clen[r]
         L = int(cl.max())
         j = torch.arange(L, device=device)  # [L]

@@ -156,6 +156,58 @@ def test_sampling_from_a_lora_policy_folds_the_adapter_in_and_puts_the_weights_b
     )  # the same tensors, unchanged
 
 
+def test_folded_lora_gives_peft_log_probs_and_gradients_and_puts_the_layers_back(model, monkeypatch):
+    """The shared-prefix update forward runs each plain LoRA layer as one linear of W + s B A: the same log-probs and
+    A/B gradients as peft's three matmuls (float rounding), peft's modules back in the tree afterwards; a layer
+    whose dropout is live in training, or a disabled adapter, keeps peft's layers."""
+    from peft import LoraConfig, get_peft_model
+    from peft.tuners.lora import LoraLayer
+
+    torch.manual_seed(6)
+    policy = get_peft_model(LlamaForCausalLM(model.config), LoraConfig(
+        r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "up_proj", "down_proj"], lora_dropout=0.0,
+        modules_to_save=["norm"]))  # fmt: skip
+    with torch.no_grad():
+        for name, p in policy.named_parameters():
+            if "lora_B" in name:
+                p.add_(torch.randn_like(p) * 0.3)
+    policy.train()
+    g = torch.Generator().manual_seed(3)
+    distinct = [torch.randint(1, 32, (int(n),), generator=g).tolist() for n in (7, 4, 10)]
+    rows = [0, 1, 2, 0, 1, 2, 2, 0, 1]
+    comps = [torch.randint(1, 32, (int(n),), generator=g).tolist() for n in (3, 8, 1, 5, 2, 9, 4, 6, 2)]
+    batch = make_batch([distinct[r] for r in rows], comps, pad_id=0)
+    mask = batch.completion_mask
+    folds = []
+    real = logprobs._FoldedLinear.forward
+    monkeypatch.setattr(logprobs._FoldedLinear, "forward", lambda self, x: folds.append(1) or real(self, x))
+    modules = dict(policy.named_modules())
+    results = []
+    for fold in (False, True):
+        monkeypatch.setattr(logprobs, "FOLD_LORA", fold)
+        policy.zero_grad()
+        logp = token_logprobs(policy, batch, shared=True)
+        (logp * mask * torch.linspace(-1, 1, logp.shape[1])).sum().backward()
+        grads = {n: p.grad.clone() for n, p in policy.named_parameters() if p.requires_grad}
+        results.append((logp * mask, grads))
+    forwards = 1 + len(logprobs.length_chunks(mask.sum(-1).long().tolist()))  # the prompts', then each chunk's
+    assert len(folds) == 4 * 2 * forwards  # every LoRA layer of both decoder layers, in every forward
+    (a, ga), (b, gb) = results
+    assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+    assert set(ga) == set(gb) and any("lora_A" in n for n in ga) and any("modules_to_save" in n for n in ga)
+    for n in ga:
+        assert torch.allclose(ga[n], gb[n], atol=1e-5, rtol=1e-4), (n, (ga[n] - gb[n]).abs().max())
+    assert all(modules[n] is m for n, m in policy.named_modules())  # peft's own layers back in the tree
+    folds.clear()
+    with torch.no_grad(), policy.disable_adapter():
+        token_logprobs(policy, batch, shared=True)  # the start policy: nothing to fold
+    for m in policy.modules():
+        if isinstance(m, LoraLayer):
+            m.lora_dropout["default"] = torch.nn.Dropout(0.1)
+    token_logprobs(policy, batch, shared=True)  # dropout live in training: peft's layers run
+    assert folds == []
+
+
 def test_the_stop_checks_batch_decode_gives_transformers_strings():
     """`batch_decoder` goes straight to the Rust tokenizer only where transformers would do nothing more: the same
     strings as `batch_decode` on ids with special tokens, multi-byte characters cut mid-way and empty rows; a
