@@ -272,7 +272,8 @@ def merged_lora(model):
     def plain(m) -> bool:
         names = list(m.active_adapters)
         return (len(names) == 1 and type(m.base_layer) is torch.nn.Linear and not m.merged
-                and not m.use_dora.get(names[0], False) and not getattr(m, "lora_bias", {}).get(names[0], False))  # fmt: skip
+                and not m.use_dora.get(names[0], False) and names[0] not in getattr(m, "lora_variant", {})
+                and not getattr(m, "lora_bias", {}).get(names[0], False))  # fmt: skip
 
     if not MERGE_LORA or not lora or not all(plain(m) for m in lora):
         yield
