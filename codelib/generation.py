@@ -248,6 +248,22 @@ _KEEP_LOGITS = True
 MERGE_LORA = True  # sample from a LoRA policy with its adapter folded into the weights (see `merged_lora`)
 
 
+def plain_lora(m) -> bool:
+    """A peft LoRA layer whose output is base(x) + s B(A(dropout(x))) and nothing else: one active, enabled adapter on
+    an nn.Linear, not merged, no DoRA or other variant (aLoRA), no LoRA bias. The layers `merged_lora` and
+    `logprobs.folded_lora` fold into one linear."""
+    names = list(m.active_adapters)
+    return (len(names) == 1 and type(m.base_layer) is torch.nn.Linear and not m.merged and not m.disable_adapters
+            and not m.use_dora.get(names[0], False) and names[0] not in getattr(m, "lora_variant", {})
+            and not getattr(m, "lora_bias", {}).get(names[0], False))  # fmt: skip
+
+
+def module_slots(model, names: list[str]) -> dict:
+    """name -> (parent module, attribute) of each named submodule, found before any is swapped out (a module inside
+    another swapped one's subtree keeps its parent object)."""
+    return {n: (model.get_submodule(n.rpartition(".")[0]), n.rpartition(".")[2]) for n in names}
+
+
 @contextlib.contextmanager
 def merged_lora(model):
     """For the block, a peft LoRA model runs as its base with W + scale * B @ A in place of each adapted W.
@@ -257,7 +273,8 @@ def merged_lora(model):
     for the block, so the model runs plain modules. The logits equal the adapter's up to float rounding (~1e-6).
     The original weight tensors and modules are put back afterwards (the very objects, so training and the
     optimizer never see a change).
-    A model that is not plain LoRA on nn.Linear layers (DoRA, LoRA bias, 4-bit, several adapters) runs as it is.
+    A model that is not plain LoRA on nn.Linear layers (`plain_lora`: DoRA, LoRA bias, 4-bit, several adapters, a
+    disabled adapter) runs as it is.
     """
     try:
         from peft import PeftModel
@@ -269,17 +286,10 @@ def merged_lora(model):
     named = [(n, m) for n, m in model.named_modules() if isinstance(m, (LoraLayer, ModulesToSaveWrapper))] if isinstance(model, PeftModel) else []  # fmt: skip
     lora = [m for _, m in named if isinstance(m, LoraLayer)]
 
-    def plain(m) -> bool:
-        names = list(m.active_adapters)
-        return (len(names) == 1 and type(m.base_layer) is torch.nn.Linear and not m.merged
-                and not m.use_dora.get(names[0], False) and names[0] not in getattr(m, "lora_variant", {})
-                and not getattr(m, "lora_bias", {}).get(names[0], False))  # fmt: skip
-
-    if not MERGE_LORA or not lora or not all(plain(m) for m in lora):
+    if not MERGE_LORA or not lora or not all(plain_lora(m) for m in lora):
         yield
         return
-    # each wrapper's parent, found before any swap (a wrapper inside another one's subtree keeps its parent object)
-    parents = {name: (model.get_submodule(name.rpartition(".")[0]), name.rpartition(".")[2]) for name, _ in named}
+    parents = module_slots(model, [name for name, _ in named])
     swaps = []  # (module, attribute, original): parameters, then the wrapper modules themselves
     try:
         with torch.no_grad():

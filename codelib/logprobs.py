@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from transformers import DynamicCache
 
+from codelib.generation import module_slots, plain_lora
+
 PACK = True  # token_logprobs on packed rows (issue 14); False: the padded forward, as before (bench.rl --before)
 
 
@@ -224,22 +226,18 @@ def folded_lora(model):
         return
     named = [(n, m) for n, m in model.named_modules() if isinstance(m, LoraLayer)]
 
-    def plain(m) -> bool:
-        names = list(m.active_adapters)
-        if len(names) != 1 or names[0] not in m.lora_A or m.merged or m.disable_adapters:
+    def foldable(m) -> bool:  # beyond sampling's fold: the adapter's weights here, no live dropout, one dtype
+        a = m.active_adapters[0]
+        if a not in m.lora_A or getattr(m, "fan_in_fan_out", False):
             return False
-        a = names[0]
         dropout = m.lora_dropout[a]
-        return (type(m.base_layer) is torch.nn.Linear and not m.use_dora.get(a, False)
-                and a not in getattr(m, "lora_variant", {})  # DoRA, aLoRA, ...: other arithmetic
-                and not getattr(m, "lora_bias", {}).get(a, False) and not getattr(m, "fan_in_fan_out", False)
-                and (isinstance(dropout, torch.nn.Identity) or not dropout.training or dropout.p == 0)
+        return ((isinstance(dropout, torch.nn.Identity) or not dropout.training or dropout.p == 0)
                 and m.base_layer.weight.dtype == m.lora_A[a].weight.dtype == m.lora_B[a].weight.dtype)  # fmt: skip
 
-    if not FOLD_LORA or not named or not all(plain(m) for _, m in named):
+    if not FOLD_LORA or not named or not all(plain_lora(m) and foldable(m) for _, m in named):
         yield
         return
-    parents = {n: (model.get_submodule(n.rpartition(".")[0]), n.rpartition(".")[2]) for n, _ in named}
+    parents = module_slots(model, [n for n, _ in named])
     swapped = []
     try:
         for n, m in named:

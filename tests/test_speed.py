@@ -149,7 +149,10 @@ def test_sampling_from_a_lora_policy_folds_the_adapter_in_and_puts_the_weights_b
             got = policy(input_ids=ids).logits
         with policy.disable_adapter():
             base = policy(input_ids=ids).logits
+            with generation.merged_lora(policy):  # sampling the start policy: a disabled adapter is not folded in
+                got_base = policy(input_ids=ids).logits
     assert torch.allclose(want, got, atol=1e-5) and not torch.allclose(want, base, atol=1e-3)
+    assert torch.equal(got_base, base)
     after = policy.state_dict(keep_vars=True)
     assert all(
         after[k] is v and torch.equal(v, copy) for k, (v, copy) in before.items()
