@@ -27,6 +27,7 @@ from pathlib import Path
 import papermill as pm
 
 from codelib.fingerprint import JUDGE, SCORE, code_hash
+from codelib import stages as stage_registry
 from codelib.params import (
     REPO_ROOT,
     ParamsError,
@@ -37,21 +38,9 @@ from codelib.params import (
     run_dir,
 )
 
-# stage -> Config class its params mirror (the order is the run order)
-STAGES = {
-    "00_tasks": "codelib.explore.TasksConfig",
-    "01_sft": "codelib.trainers.sft.Config",
-    "02_reinforce": "codelib.trainers.reinforce.Config",
-    "03_ppo": "codelib.trainers.ppo.Config",
-    "04_grpo": "codelib.trainers.grpo.Config",
-    "05_dpo": "codelib.trainers.dpo.Config",
-    "06_eval": "codelib.evaluator.EvalConfig",
-    "07_plots": "codelib.reports.PlotsConfig",
-    "08_study": "codelib.study.StudyReportConfig",  # run by `python -m codelib.study`, not by a profile
-    "explore": "codelib.explore.ExploreConfig",
-    "09_repair": "codelib.trainers.repair.Config",  # opt-in: runs only when named (--only 09_repair)
-}
-OPT_IN = ("09_repair",)  # stages a profile runs only when --only names them: they would lengthen `make demo`
+# stage -> Config class its params mirror (the order is the run order), from the one stage registry
+STAGES = {name: stage.config for name, stage in stage_registry.STAGES.items()}
+OPT_IN = stage_registry.OPT_IN  # stages a profile runs only when --only names them: they would lengthen `make demo`
 
 
 class StageFailed(RuntimeError):

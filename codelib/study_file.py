@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codelib import pipeline
+from codelib.stages import TRAIN_STAGES
 from codelib.evaluator import EvalConfig
 from codelib.params import REPO_ROOT, ParamsError, build_config, checkpoints_root, load_yaml, reports_root, resolve
 
-TRAIN_STAGES = ("01_sft", "02_reinforce", "03_ppo", "04_grpo", "05_dpo")
 STUDY_KEYS = {
     "description": "one line: what the study asks",
     "profile": "the params/<profile>/ the arms start from",
