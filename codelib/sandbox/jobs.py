@@ -58,6 +58,9 @@ class Job:
     kind "function": `program` (the prompt + the completion) serves calls; `tests` run in the judge with `names`
     bound to proxies, after `prelude` (the task's prompt: its helpers) and `imports` (stdlib modules the tests use).
     kind "stdio": the program runs once per case (stdin from a file); each output is compared in the parent.
+    kind "calls": `program` serves calls; `tests` is a JSON list of {"input": one JSON value per line (the
+    arguments), "output": JSON text}; the judge calls `entry_point` ("f" or "Solution.method", a fresh `Solution()`
+    per call) once per case, each call with its own `timeout_s`, and compares with `compare`.
     plus_inputs (JSON list of argument lists) with `reference`: `entry_point` is called on each input and the
     outputs are compared, in the parent, with the reference program's outputs (EvalPlus-style).
     """
@@ -78,6 +81,7 @@ class Job:
     prelude: str = ""  # function: the task's prompt, run in the judge before the tests
     names: tuple = ()  # function: the program's names the tests call (proxied)
     imports: tuple = ()  # function: stdlib modules the tests use without importing them
+    compare: str = ""  # calls: the value comparator (`compare.value_equal`'s name; "" = the default)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -163,6 +167,10 @@ def task_job(task, completion: str, plus: bool = False, timeout_s: float | None 
         cases = tuple(json.loads(task.tests))
         return Job(completion, kind="stdio", cases=cases, task_id=task.task_id, timeout_s=timeout_s,
                    memory_mb=memory_mb)  # fmt: skip
+    if task.kind == "calls":
+        return Job(task.prompt + completion, kind="calls", tests=task.tests, entry_point=task.entry_point,
+                   task_id=task.task_id, compare=getattr(task, "compare", "") or "", timeout_s=timeout_s,
+                   memory_mb=memory_mb)  # fmt: skip
     call = f"\n\ncheck({task.entry_point})\n" if "def check(" in task.tests else ""
     plan = judge_plan(task.prompt, task.tests + call, task.entry_point, task.task_id)
     with_plus = plus and bool(task.plus_inputs)
@@ -223,12 +231,19 @@ def parse_error(program: str) -> tuple[str, str] | None:
     return None
 
 
+def _calls_cases(tests: str) -> list:
+    cases = json.loads(tests)
+    if type(cases) is not list or not all(type(c) is dict and "input" in c and "output" in c for c in cases):
+        raise ValueError("each case needs an input and an output")
+    return cases
+
+
 class Run:
     def __init__(self, job: Job, box, expected: dict):
         self.job, self.box = job, box
         self.timeout = float(job.timeout_s if job.timeout_s is not None else box.timeout_s)
         self.memory = int(job.memory_mb if job.memory_mb is not None else box.memory_mb)
-        self.finished, self.case, self.duration = False, 0, 0.0
+        self.finished, self.case, self.duration, self.cases = False, 0, 0.0, 0
         self.out: dict = {}
         self.ref = None
         self.digest_over = DIGEST_OVER_BYTES if job.plus_inputs and plus.digest_ok(job) else 0
@@ -241,7 +256,12 @@ class Run:
             self.memory = max(self.memory, PLUS_MEMORY_MB)
         if job.kind == "stdio" and not job.cases:
             self._finish(status="error", detail="a stdio job without cases")
-        if job.kind == "function" and not self.finished and PARSE_FIRST and len(job.program) <= PARSE_FIRST_CHARS:
+        if job.kind == "calls" and not self.finished:
+            try:
+                self.cases = len(_calls_cases(job.tests))
+            except (ValueError, TypeError) as e:
+                self._finish(status="error", detail=f"the task's call tests are not a JSON list of cases: {e}"[:300])
+        if job.kind in ("function", "calls") and not self.finished and PARSE_FIRST and len(job.program) <= PARSE_FIRST_CHARS:
             self._parse_first()
 
     def _parse_first(self) -> None:
@@ -252,8 +272,8 @@ class Run:
         error = parse_error(self.job.program)
         if error is None:
             return
-        try:
-            total = judge.compiled_tests(self.job.tests)[1]  # the judge's own count, compiled once per text
+        try:  # the judge's own count, compiled once per text
+            total = self.cases if self.job.kind == "calls" else judge.compiled_tests(self.job.tests)[1]
         except BaseException:
             return  # tests that do not compile: the judge says so itself
         result = {"done": False, "passed": 0, "total": total, "first": None, "calls": 0,
@@ -273,6 +293,11 @@ class Run:
                         entry_point=j.entry_point, plus_inputs=j.plus_inputs, digest_over=self.digest_over)  # fmt: skip
             step["spec"] = json.dumps(spec).encode()
             step["budget"] += 2.0
+        elif j.kind == "calls":  # each call gets the job's time limit; the run, all of them (the judge times each)
+            req.update(kind="function", timeout_s=self.timeout * max(1, self.cases) + 1.0)
+            spec = dict(calls=j.tests, entry_point=j.entry_point, names=[], compare=j.compare, per_call_s=self.timeout)
+            step["spec"] = json.dumps(spec).encode()
+            step["budget"] = req["timeout_s"] + 3.0
         else:
             req.update(test_line=j.test_line, entry_point=j.entry_point, plus_inputs=j.plus_inputs,
                        digest_over=self.digest_over)  # fmt: skip
@@ -295,7 +320,7 @@ class Run:
             stdout = R.text(reply, "stdout")
             if self.job.kind == "stdio":
                 return self._feed_case(reply, stdout)
-            if self.job.kind == "function":
+            if self.job.kind in ("function", "calls"):
                 return self._feed_function(reply, result, stdout)
             return self._feed_program(reply, stdout)
         except R.Malformed as e:
@@ -346,6 +371,8 @@ class Run:
         elif "program_error" in r:
             kind = r.get("program_error_type", "")
             status, detail = ("failed" if kind == "AssertionError" else "error"), r["program_error"]
+        elif "call_timeout" in r:
+            status, detail = "timeout", r["call_timeout"]
         elif "died" in r:
             status, detail = R.died(ended, R.text(reply, "stderr"), r["died"])
         elif "exc" in r:
@@ -381,7 +408,7 @@ class Run:
 
     def verdict(self) -> Verdict:
         status = self.out.get("status", "error")
-        outside = self.job.kind in ("function", "stdio")
+        outside = self.job.kind in ("function", "stdio", "calls")
         return Verdict(
             status=status,
             passed=status == "passed",

@@ -14,6 +14,8 @@ import builtins
 import json
 import os
 import reprlib
+import select
+import time
 
 from . import wire
 
@@ -23,6 +25,10 @@ REPLY_CAP_BYTES = 256 << 20  # one answer of the program beyond this ends the ru
 
 class ProgramDied(BaseException):  # noqa: N818 - not an Exception: a test's `except Exception` must not swallow it
     """The program stopped answering: it exited, crashed, was killed, or broke the protocol."""
+
+
+class CallTimeout(ProgramDied):
+    """One call of a "calls" job ran past its own time budget."""
 
 
 class ProgramError(Exception):
@@ -39,10 +45,15 @@ class Channel:
     def __init__(self, fd: int, cap: int = REPLY_CAP_BYTES):
         self.fd, self.cap = fd, cap
         self.calls = 0
+        self.deadline: float | None = None  # a "calls" job: when the current call's answer must have come
 
     def _read(self, n: int) -> bytes:
         buf = bytearray()
         while len(buf) < n:
+            if self.deadline is not None:
+                left = self.deadline - time.monotonic()
+                if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+                    raise CallTimeout("time limit exceeded")
             try:
                 chunk = os.read(self.fd, min(n - len(buf), 1 << 20))
             except OSError as e:
@@ -72,7 +83,7 @@ class Channel:
         except OSError:
             raise ProgramDied("the program stopped answering") from None
 
-    def call(self, name: str, args: tuple, kwargs: dict, digest_over: int | None = None):
+    def call(self, name: str, args: tuple, kwargs: dict, digest_over: int | None = None, mutations: bool = True):
         """The program's answer to name(*args, **kwargs): a plain value, with mutated list/dict/set arguments
         updated in place; a raised exception re-raised here (builtin types as themselves). digest_over (plus
         inputs): return the reply's tree unchanged (large outputs come as digests, a raise as {"e": name})."""
@@ -84,6 +95,8 @@ class Channel:
             raise NotPlainData(f"an argument of {name}() cannot be sent to the program: {e}") from None
         if digest_over is not None:
             request["o"] = digest_over
+        if not mutations:
+            request["n"] = 1  # the caller keeps no argument: no mutated copies back
         self.calls += 1
         self.send(request)
         reply = self.recv()
@@ -301,11 +314,17 @@ def run(spec: dict, channel: Channel) -> dict:
         state["got"] = _UNSET
 
     try:
-        codes, result["total"] = compiled_tests(spec["tests"])  # known whatever the program does
+        if "calls" not in spec:
+            codes, result["total"] = compiled_tests(spec["tests"])  # known whatever the program does
+        else:
+            codes, result["total"] = [], len(json.loads(spec["calls"]))
         hello = channel.recv()  # the program's own code ran to its end, or it says why not
         if hello.get("ready") is not True:
             result["program_error"] = sanitize(hello.get("error")) or "the program did not start"
             result["program_error_type"] = sanitize(hello.get("type"), 60)
+            return result
+        if "calls" in spec:
+            _run_calls(spec, channel, result, state)
             return result
         namespace = {"__name__": "__main__", "__builtins__": builtins}
         if spec.get("prelude"):
@@ -327,6 +346,64 @@ def run(spec: dict, channel: Channel) -> dict:
     finally:
         result["passed"], result["first"], result["calls"] = state["passed"], state["first"], channel.calls
     return result
+
+
+def _default_equal(got, want) -> bool:
+    """LiveCodeBench's rule when no comparator is named: a tuple stands for a list, then ==."""
+
+    def norm(x):
+        if type(x) in (list, tuple):
+            return [norm(v) for v in x]
+        return x
+
+    try:
+        return norm(got) == norm(want)
+    except RecursionError:
+        return False
+
+
+def _value_equal(name: str):
+    try:
+        from . import compare  # the benchmarks' comparators (imported by the worker before its chroot)
+    except ImportError:
+        return lambda got, want: _default_equal(got, want)
+    return lambda got, want: bool(compare.value_equal(name, got, want))
+
+
+def _run_calls(spec: dict, channel: Channel, result: dict, state: dict) -> None:
+    """A "calls" job: each case's arguments parsed here as data, one proxied call per case with its own time
+    budget, each value compared with the task's comparator. A timed-out call ends the run (the program is stuck)."""
+    cases = json.loads(spec["calls"])
+    result["total"] = len(cases)
+    equal = _value_equal(str(spec.get("compare") or ""))
+    entry, budget = str(spec["entry_point"]), float(spec.get("per_call_s") or 0) or None
+    for i, case in enumerate(cases):
+        where = f"test {i + 1}/{len(cases)}"
+        try:
+            args = tuple(json.loads(line) for line in str(case["input"]).split("\n") if line.strip())
+            want = json.loads(case["output"])
+        except (ValueError, TypeError, KeyError) as e:
+            raise ValueError(f"{where}: the task's case is not JSON ({e})") from None
+        channel.deadline = time.monotonic() + budget if budget else None
+        try:
+            got = channel.call(entry, args, {}, mutations=False)
+        except CallTimeout:
+            result["call_timeout"] = f"{where}: time limit exceeded ({budget:g} s)"
+            return
+        except ProgramDied:
+            raise
+        except BaseException as e:
+            if state["first"] is None:
+                state["first"] = sanitize(f"{where}: {type(e).__name__}: {e}")
+            continue
+        finally:
+            channel.deadline = None
+        del args
+        if equal(got, want):
+            state["passed"] += 1
+        elif state["first"] is None:
+            state["first"] = sanitize(f"{where}: wrong answer (got {_short_repr(got)}, expected {_short_repr(want)})")
+    result["done"] = True
 
 
 def _plus_outputs(channel: Channel, spec: dict) -> list:

@@ -67,7 +67,7 @@ def judge_result(data: bytes | None) -> dict:
     for key in ("passed", "total", "calls"):
         if type(r.get(key)) is int and 0 <= r[key] < 1 << 31:
             out[key] = r[key]
-    for key in ("first", "exc", "exc_type", "died", "program_error", "program_error_type"):
+    for key in ("first", "exc", "exc_type", "died", "program_error", "program_error_type", "call_timeout"):
         if type(r.get(key)) is str:
             out[key] = r[key][:300]
     if r.get("done") is True:
