@@ -8,6 +8,11 @@ steps of each trainer, with LoRA and with QLoRA, on the HumanEval train prompts;
     python -m bench.gpu --arch deepseek-1.3b --eval                # + HF generate vs vLLM (needs vllm)
     python -m bench.gpu --arch tiny --trainers sft,reinforce --quant lora --steps 2   # the plumbing, on a CPU
 
+With --out, the JSON is rewritten after every trainer (a later OOM or crash keeps the rows before it; a trainer that
+raises gets a row with its error and the next one runs). --eval runs in a child process after the trainers: vLLM
+refuses to start unless the share of GPU memory it asks for is free, and a process that trained still holds
+allocator caches and whatever the trainers left referenced.
+
 Baselines measured in the same run: the SFT step (tokens/s of plain supervised LoRA training on the same model,
 the ceiling an RL step's training part can reach) for the trainers, HF generate for vLLM.
 
@@ -215,6 +220,7 @@ def bench_eval(model_dir: Path, tasks, a) -> dict:
     for backend in ("hf", "vllm"):
         if backend == "vllm":
             del model
+            free_memory()  # vLLM sizes itself from the free memory (vllm_backend.vllm_memory_share)
             try:
                 import vllm  # noqa: F401
             except ImportError:
@@ -245,8 +251,11 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument(
         "--peak-tflops", type=float, default=0.0, help="the device's dense bf16 peak (default: known GPUs)"
     )
-    ap.add_argument("--out", default="", help="also write the results as JSON here")
+    ap.add_argument("--out", default="", help="also write the results as JSON here (after every trainer)")
+    ap.add_argument("--eval-only", action="store_true", help=argparse.SUPPRESS)  # the --eval child process
     a = ap.parse_args(argv)
+    if a.eval_only:
+        return _eval_child(a)
 
     import torch
 
@@ -276,27 +285,87 @@ def main(argv: list[str] | None = None) -> dict:
                     torch.cuda.empty_cache()
                     torch.cuda.reset_peak_memory_stats()
                 t0 = time.time()
-                r = run_trainer(name, model_dir, quant, a, tasks, prompt_tokens)
+                try:
+                    r = run_trainer(name, model_dir, quant, a, tasks, prompt_tokens)
+                except Exception as e:  # an OOM in one trainer must not lose the others' rows
+                    r = {"error": f"{type(e).__name__}: {str(e)[:500]}"}
+                    print(f"{name} {quant}: {r['error']}")
+                else:
+                    r.update(tokens_per_s=r["tokens"] / r["step_s"],
+                             mfu=r["flops"] / r["step_s"] / peak if peak else None)  # fmt: skip
                 r.update(trainer=name, quant=quant, wall_s=time.time() - t0,
-                         tokens_per_s=r["tokens"] / r["step_s"],
-                         peak_gb=torch.cuda.max_memory_allocated() / 2**30 if cuda else None,
-                         mfu=r["flops"] / r["step_s"] / peak if peak else None)  # fmt: skip
+                         peak_gb=torch.cuda.max_memory_allocated() / 2**30 if cuda else None)  # fmt: skip
                 results["rows"].append(r)
+                free_memory()
+                write_json(a.out, results)
         if a.eval:
-            results["eval"] = bench_eval(model_dir, tasks, a)
+            results["eval"] = eval_in_child(a, Path(tmp))
+            write_json(a.out, results)
     report(results)
-    if a.out:
-        Path(a.out).write_text(json.dumps(results, indent=1))
+    write_json(a.out, results)
     return results
+
+
+def write_json(path: str, results: dict) -> None:
+    """The results so far, atomically (a reader sees the old file or the new one)."""
+    if not path:
+        return
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(json.dumps(results, indent=1))
+    os.replace(tmp, out)
+
+
+def free_memory() -> None:
+    """Drop what the last trainer left: Python garbage first (trainers and their optimizers), then torch's cache."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+
+def eval_in_child(a, root: Path) -> dict:
+    """HF generate vs vLLM in a fresh process (an empty GPU for vLLM); its result, or the error it printed."""
+    import subprocess
+    import sys
+
+    out = root / "eval.json"
+    cmd = [sys.executable, "-m", "bench.gpu", "--eval-only", "--arch", a.arch, "--new-tokens", str(a.new_tokens),
+           "--eval-samples", str(a.eval_samples), "--dataset", a.dataset, "--batch", str(a.batch),
+           "--steps", str(a.steps), "--out", str(out)]  # fmt: skip
+    proc = subprocess.run(cmd, env={**os.environ, "BENCH_GPU_ROOT": str(root)}, capture_output=True, text=True)
+    if proc.returncode != 0 or not out.exists():
+        return {"error": (proc.stderr or proc.stdout)[-2000:]}
+    return json.loads(out.read_text())
+
+
+def _eval_child(a) -> dict:
+    """The --eval child: the same random-weight model dir (BENCH_GPU_ROOT, built by the parent), HF then vLLM."""
+    from codelib.tasks import load_tasks
+
+    root = Path(os.environ.get("BENCH_GPU_ROOT") or tempfile.mkdtemp())
+    model_dir = build_arch(a.arch, root)
+    tasks = load_tasks(a.dataset, "train")[: max(a.batch * (a.steps + 1), 8)]
+    res = bench_eval(model_dir, tasks, a)
+    write_json(a.out, res)
+    return res
 
 
 def report(res: dict) -> None:
     rows = res["rows"]
-    base = {r["quant"]: r["tokens_per_s"] for r in rows if r["trainer"] == "sft"}
+    base = {r["quant"]: r["tokens_per_s"] for r in rows if r["trainer"] == "sft" and "error" not in r}
     print(f"\n{res['arch']} (N = {res['params_N'] / 1e9:.2f}B for model FLOPs) on {res['device']}, {res['date']}; "
           f"{res['batch']} sequences/step, {res['new_tokens']} new tokens, median of {res['steps'] - 1} steps")  # fmt: skip
     print(f"{'trainer':<10} {'quant':<6} {'step s':>8} {'tokens/s':>9} {'vs SFT':>7} {'peak GB':>8} {'MFU':>6}")
     for r in rows:
+        if "error" in r:
+            print(f"{r['trainer']:<10} {r['quant']:<6} failed: {r['error'][:90]}")
+            continue
         vs = f"{r['tokens_per_s'] / base[r['quant']]:.2f}x" if r["quant"] in base else "-"
         peak = f"{r['peak_gb']:.1f}" if r["peak_gb"] is not None else "n/a"
         mfu = f"{r['mfu']:.1%}" if r["mfu"] is not None else "n/a"
@@ -305,7 +374,9 @@ def report(res: dict) -> None:
         )
     print("vs SFT: the trainer's tokens/s over plain LoRA SFT's on the same model (the baseline, same run).")
     ev = res.get("eval")
-    if ev:
+    if ev and "error" in ev:
+        print(f"\nevaluation generate failed: {ev['error'][-300:]}")
+    elif ev:
         hf = ev["hf"]
         print(
             f"\nevaluation generate: HF {hf['tokens_per_s']:.0f} tokens/s ({hf['samples_per_s']:.1f} samples/s)",

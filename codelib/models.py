@@ -20,6 +20,7 @@ from accelerate import PartialState
 from peft import LoraConfig, PeftModel, get_peft_model, prepare_model_for_kbit_training
 from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
 
+from codelib.distributed import rank_device_map
 from codelib.params import resolve
 from codelib.tiny import (
     BOS,
@@ -35,7 +36,7 @@ from codelib.tiny import (
 )
 
 __all__ = ["BOS", "BUILD_FILE", "EOS", "PAD", "TINY_DIR", "TinyBuild", "build_tiny_model", "tiny_texts", "train_tokenizer",
-           "DEFAULT_TARGETS", "add_lora", "load_policy", "lora_config", "merge_adapter", "placement",
+           "DEFAULT_TARGETS", "adapters_fp32", "add_lora", "load_policy", "lora_config", "merge_adapter", "placement",
            "save_adapter", "starting_model_dir", "checkpoint_fingerprint"]  # fmt: skip
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -79,7 +80,9 @@ def _load_model(source: str | Path, load_in_4bit: bool, dtype, device_map):
             bnb_4bit_compute_dtype=compute,
         )
         kwargs.setdefault("dtype", compute)
-        kwargs.setdefault("device_map", {"": torch.cuda.current_device()})
+        # this rank's own GPU (accelerate's state reads LOCAL_RANK); torch.cuda.current_device() is 0 on every rank
+        # until accelerate sets the device, which it has not yet when the policy loads
+        kwargs.setdefault("device_map", rank_device_map())
     try:
         return AutoModelForCausalLM.from_pretrained(source, **kwargs)
     except OSError as e:
@@ -243,12 +246,36 @@ def add_lora(cfg):
     return get_peft_model(base, lora), tokenizer
 
 
-def save_adapter(model, tokenizer, out: Path) -> None:
-    """Write the adapter and tokenizer into `out` file by file through a temp dir (no half-written adapter)."""
+def adapters_fp32(model) -> int:
+    """Cast every trainable floating-point parameter (LoRA A/B, modules_to_save) back to fp32; returns how many moved.
+
+    TRL 1.16's SFT, DPO and GRPO trainers cast a quantized model's trainable adapter weights to bf16 in their
+    constructors (sft_trainer.py:908, dpo_trainer.py:726, grpo_trainer.py:538, following the QLoRA paper), while peft
+    and our own loops keep them in fp32. bf16 holds 8 significant bits: an AdamW step of lr 1e-5 on a weight of
+    ~1e-2 is below half its spacing and rounds away, so QLoRA under TRL trained 10-20x less (lora_A over 300 steps)
+    than the same run in fp32: a confound between algorithms. Called after a TRL trainer is built and before it
+    trains (its optimizer is created in `train()`); the forward still runs under bf16 autocast."""
+    moved = 0
+    for p in model.parameters():
+        if p.requires_grad and p.is_floating_point() and p.dtype != torch.float32:
+            p.data = p.data.float()
+            moved += 1
+    return moved
+
+
+def save_adapter(model, tokenizer, out: Path, state_dict: dict | None = None) -> None:
+    """Write the adapter and tokenizer into `out` file by file through a temp dir (no half-written adapter).
+
+    state_dict: the adapter's tensors when the model's own are shards (FSDP; `distributed.save_gathered` gathers
+    them); None: the model's own."""
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out, prefix=".save-"))
     try:
-        model.save_pretrained(tmp)
+        if state_dict is None:
+            model.save_pretrained(tmp)
+        else:
+            model.save_pretrained(tmp, state_dict=state_dict)
         tokenizer.save_pretrained(tmp)
         # adapter_config.json last: its presence is what marks the directory as a finished adapter
         names = sorted(p.name for p in tmp.iterdir())

@@ -16,6 +16,37 @@ VLLM_MISSING = (
     "(it needs a CUDA GPU); or use backend='hf'"
 )
 
+# vLLM 0.30.0 (vllm/v1/worker/utils.py, request_memory) refuses to start when the GPU's free memory is below
+# gpu_memory_utilization x total; its default share is 0.92 (vllm/entrypoints/llm.py). We ask for what is free now,
+# less a margin, and at most VLLM_MAX_SHARE.
+VLLM_MAX_SHARE = 0.9
+VLLM_MARGIN = 0.04  # of the card: the CUDA context, allocator slack, and what vLLM's own profiling run adds
+VLLM_MIN_SHARE = 0.1
+
+
+def vllm_memory_share(free: int, total: int, want: float = VLLM_MAX_SHARE) -> float:
+    """The `gpu_memory_utilization` to start vLLM with when `free` of `total` bytes are free: min(want, free share -
+    margin). Raises when too little is free (a model still loaded in this process, another process on the GPU)."""
+    share = min(want, free / total - VLLM_MARGIN)
+    if share < VLLM_MIN_SHARE:
+        raise RuntimeError(
+            f"vLLM needs GPU memory: only {free / 2**30:.1f} of {total / 2**30:.1f} GiB are free. Free the GPU first "
+            "(del the HF model, gc.collect(), torch.cuda.empty_cache()), or run the vLLM step in its own process."
+        )
+    return round(share, 3)
+
+
+def memory_kwargs(llm_kwargs: dict) -> dict:
+    """gpu_memory_utilization sized from the GPU's free memory unless the caller set it; nothing without CUDA."""
+    if "gpu_memory_utilization" in llm_kwargs:
+        return {}
+    import torch
+
+    if not torch.cuda.is_available():
+        return {}
+    free, total = torch.cuda.mem_get_info()
+    return {"gpu_memory_utilization": vllm_memory_share(free, total)}
+
 
 def _vllm():
     try:
@@ -62,10 +93,14 @@ def load_vllm(name_or_path: str, **llm_kwargs):
     """(vllm.LLM, LoRARequest | None) for a hub name, a model dir, "tiny" or a LoRA adapter dir.
 
     A plain LoRA adapter is served without merging (its base is loaded with enable_lora); one vLLM cannot serve as
-    LoRA (see `vllm_plan`) is merged into its base first (cached in <adapter>/merged).
+    LoRA (see `vllm_plan`) is merged into its base first (cached in <adapter>/merged). gpu_memory_utilization
+    defaults to what is free on the GPU now (`vllm_memory_share`); pass it to override.
+    Keywords checked against vLLM 0.30.0's `LLM.__init__` / `EngineArgs` (enable_lora, max_lora_rank,
+    gpu_memory_utilization) and `LoRARequest(lora_name, lora_int_id, lora_path)`.
     """
     vllm = _vllm()
     plan = vllm_plan(name_or_path)
+    llm_kwargs = {**memory_kwargs(llm_kwargs), **llm_kwargs}
     if plan["merged"]:
         print(f"vLLM: serving {name_or_path} merged into its base: {plan['merged']}")
     if plan["lora"] is None:
