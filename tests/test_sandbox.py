@@ -60,11 +60,13 @@ def assert_clean(box) -> None:
     for w in box._pool:
         pid = w.proc.pid
         children = open(f"/proc/{pid}/task/{pid}/children").read().split()
-        init = str(w.caps.get("init_pid"))
-        others = [c for c in children if c != init]  # besides the pid namespace's init: at most the judge server
-        assert len(others) <= 1, children
-        if others and w.caps.get("judge_uid") is not None:
-            assert os.stat(f"/proc/{others[0]}").st_uid == w.caps["judge_uid"]
+        keep = {str(w.caps.get("init_pid")), str(w.caps.get("factory_pid"))}
+        assert [c for c in children if c not in keep] == [], children  # the namespace's init, the judge factory
+        factory = str(w.caps.get("factory_pid"))
+        judges = open(f"/proc/{factory}/task/{factory}/children").read().split() if factory in children else []
+        assert len(judges) <= 1, judges  # at most one judge server
+        if judges and w.caps.get("judge_uid") is not None:
+            assert os.stat(f"/proc/{judges[0]}").st_uid == w.caps["judge_uid"]
         if w.caps.get("chroot"):
             try:  # the runs' /tmp: replaced whole after any run that left something in it
                 assert os.listdir(f"/proc/{pid}/root/tmp") == []

@@ -59,6 +59,7 @@ class Worker:
         ours.setblocking(False)
         self.rbuf = bytearray()
         self.run = self.step = None
+        self.retire = False  # the worker said it cannot serve another run (its init or judge factory died)
         self.deadline = self.started = 0.0
         self.caps: dict = {}
 
@@ -166,7 +167,11 @@ class Worker:
     def finish(self, sel):
         run = self.run
         self.release(sel)
-        run.feed(self.reply, self.result)
+        self.retire = self.retire or self.reply.get("retire") is True
+        if self.reply.get("unrun") is True and run.requeued < 2:
+            run.requeued += 1  # the worker could not run it: the pool gives it to a fresh worker
+        else:
+            run.feed(self.reply, self.result)
         self.run = None
         return run
 

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Callable
 
 DETAIL_CHARS = 40  # how much of a token or line a mismatch detail quotes
 

@@ -243,7 +243,7 @@ class Run:
         self.job, self.box = job, box
         self.timeout = float(job.timeout_s if job.timeout_s is not None else box.timeout_s)
         self.memory = int(job.memory_mb if job.memory_mb is not None else box.memory_mb)
-        self.finished, self.case, self.duration, self.cases = False, 0, 0.0, 0
+        self.finished, self.case, self.duration, self.cases, self.requeued = False, 0, 0.0, 0, 0
         self.out: dict = {}
         self.ref = None
         self.digest_over = DIGEST_OVER_BYTES if job.plus_inputs and plus.digest_ok(job) else 0

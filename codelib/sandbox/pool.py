@@ -166,8 +166,10 @@ class Sandbox:
             sel.register(w.sock, selectors.EVENT_READ, (w, "sock"))
         try:
             while queue or any(w.run is not None for w in self._pool):
-                for w in self._pool:
+                for w in list(self._pool):
                     if w.run is None and queue:
+                        if w.retire or w.proc.poll() is not None:  # it said it cannot serve another run, or died
+                            w = self._replace(w, sel, None)
                         run = queue.popleft()
                         w.submit(run, run.next_step(), sel, self.grace_s)
                 busy = [w for w in self._pool if w.run is not None]
@@ -192,9 +194,9 @@ class Sandbox:
         finally:
             sel.close()
 
-    def _replace(self, w: Worker, sel, reply: dict) -> None:
+    def _replace(self, w: Worker, sel, reply: dict | None) -> Worker:
         """Kill a dead or stuck worker (its job gets `reply`) and start a fresh one in its place."""
-        if w.run is not None:
+        if w.run is not None and reply is not None:
             w.run.fail(dict(reply, duration_s=time.monotonic() - w.started))
         w.release(sel)
         try:
@@ -206,6 +208,7 @@ class Sandbox:
         self._pool[next(i for i, x in enumerate(self._pool) if x is w)] = fresh
         fresh.wait_ready()
         sel.register(fresh.sock, selectors.EVENT_READ, (fresh, "sock"))
+        return fresh
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -103,7 +103,43 @@ def program(server, req: dict, named: dict, pipes, extra: dict, mode: str):
     os._exit(70)
 
 
-def judge_server(server, sock_fd: int):
+def judge_factory(server, sock_fd: int, root: str | None):
+    """The judge factory, forked by the worker before its pid namespace (so in the worker's own, which no program
+    can name): chrooted to the programs' root, it forks a judge server per request (the uid to take, or "-") and
+    sends back the judge's socket and a pidfd. It never runs a program and never holds a test. Never returns."""
+    import socket
+
+    try:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # judges are reaped by the kernel: no zombies, no waitpid
+        os.dup2(sock_fd, 3)
+        os.closerange(4, 1 << 16)
+        if root is not None:
+            os.chroot(root)
+        os.chdir("/")
+        if server.seccomp is not None:
+            prctl(PR_SET_NO_NEW_PRIVS, 1)
+            isolation.install_seccomp(server.seccomp)
+        sock = socket.socket(fileno=3)
+        while msg := sock.recv(64):
+            uid = None if msg == b"-" else int(msg)
+            ours, theirs = socket.socketpair()
+            pid = os.fork()
+            if pid == 0:
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                ours.close()
+                judge_server(server, theirs.fileno(), uid, namespaces=root is not None)
+            theirs.close()
+            pidfd = os.pidfd_open(pid)
+            socket.send_fds(sock, [b"j"], [ours.fileno(), pidfd])
+            ours.close()
+            os.close(pidfd)
+    except BaseException:
+        pass
+    os._exit(70)
+
+
+def judge_server(server, sock_fd: int, uid: int | None = None, namespaces: bool = False):
     """The forked judge server: its own uid, not dumpable, limited; serves runs (`judge.serve`). Never returns."""
     try:
         os.setsid()
@@ -114,7 +150,14 @@ def judge_server(server, sock_fd: int):
         resource.setrlimit(resource.RLIMIT_AS, (memory << 20,) * 2)
         resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        _confine(server, server.judge_uid)
+        if uid is not None:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+        elif namespaces:
+            isolation.drop_capabilities()
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        prctl(PR_SET_NO_NEW_PRIVS, 1)
         prctl(PR_SET_DUMPABLE, 0)  # after the uid change, which resets it: no ptrace, no /proc/<pid>/mem
         judge.serve(3)
     except BaseException:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
 import sys
@@ -62,7 +63,8 @@ class Server:
         self.chrooted = self.fresh_tmp = self.proc = False
         self.nproc = int(config["max_procs"])
         self.counter = 0
-        self.judge = self.judge_pid = None
+        self.judge = self.judge_pidfd = self.factory = None
+        self.init_pid = self.factory_pid = None
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1):
             os.dup2(devnull, fd)
@@ -85,7 +87,9 @@ class Server:
 
     def _isolate(self) -> None:
         root = os.geteuid() == 0 and not self.config.get("unprivileged")
-        ns = isolation.CLONE_NEWNS | isolation.CLONE_NEWNET | isolation.CLONE_NEWIPC | isolation.CLONE_NEWPID
+        # the pid namespace comes last, after the judge factory is forked: the factory and every judge it forks live
+        # in the worker's own pid namespace, where no program can name them (kill, pidfd_open, F_SETOWN, /proc)
+        ns = isolation.CLONE_NEWNS | isolation.CLONE_NEWNET | isolation.CLONE_NEWIPC
         uid, gid = os.getuid(), os.getgid()
         try:
             if not self.config.get("namespaces", True):
@@ -101,7 +105,8 @@ class Server:
             self.uid, self.judge_uid = UID_BASE + 2 * os.getpid(), UID_BASE + 2 * os.getpid() + 1
         else:
             self.missing["uid"] = ("not root: programs and the judge share the caller's uid (in a user namespace, "
-                                   "without capabilities; the judge is not dumpable)")  # fmt: skip
+                                   "without capabilities; the judge lives in a pid namespace above the programs' "
+                                   "and is not dumpable)")  # fmt: skip
         # the worker joins its group once and every process it forks starts there: moving each program in would
         # cost a cgroup migration per run (milliseconds: the kernel waits for an RCU grace period). The bound counts
         # the worker, its init and its judge too (+256 MB); a program raises its own OOM score, so it goes first.
@@ -122,6 +127,8 @@ class Server:
         paths = isolation.interpreter_paths(list(self.config.get("site_packages", [])))
         paths += [p for p in sys.path if p.startswith("/") and "site-packages" not in p and "codelib" not in p]
         isolation.build_root(ROOT, paths)
+        self._start_factory(ROOT)
+        isolation.unshare(isolation.CLONE_NEWPID)  # allowed wherever the other namespaces were
         self._start_init()
         isolation.mount(None, ROOT, None, isolation.MS_REMOUNT | isolation.MS_RDONLY | isolation.MS_NOSUID
                         | isolation.MS_NODEV)  # fmt: skip
@@ -204,6 +211,8 @@ class Server:
         """No namespaces: programs run in a private directory as the caller (or a uid of their own, as root)."""
         import tempfile
 
+        self._start_factory(None)
+
         self.private = tempfile.mkdtemp(prefix="codelib-sandbox-")
         self.uid = self.judge_uid = None
         self.nproc = sum(1 for p in os.listdir("/proc") if p.isdigit()) + int(self.config["max_procs"]) + 256
@@ -214,7 +223,7 @@ class Server:
     def serve(self) -> None:
         caps = dict(uid=self.uid, judge_uid=self.judge_uid, pid=os.getpid(), cgroups=self.cgroups,
                     missing=self.missing, chroot=self.chrooted, fresh_tmp=self.fresh_tmp, proc=self.proc,
-                    init_pid=getattr(self, "init_pid", None), root=ROOT if self.chrooted else self.private,
+                    init_pid=self.init_pid, factory_pid=self.factory_pid, root=ROOT if self.chrooted else self.private,
                     seccomp=self.seccomp is not None and self.chrooted)  # fmt: skip
         self._send(caps)
         while True:
@@ -225,6 +234,8 @@ class Server:
                 reply = self.handle(request, fds)
             except Exception as e:  # a sandbox bug must not look like a verdict on the program
                 reply = dict(status="error", detail=f"sandbox internal error: {type(e).__name__}: {e}"[:300])
+            if not self.healthy():
+                reply["retire"] = True  # the pool replaces this worker before its next job
             self._send(reply)
 
     def _recv(self) -> tuple[dict | None, list[int]]:
@@ -253,6 +264,10 @@ class Server:
         """One run. The program, its stdin and the judge's pipes come as file descriptors this process never reads."""
         self.counter += 1
         named = dict(zip(req.get("fds", []), fds, strict=False))
+        if not self.healthy():  # something outside killed init or the factory since the last run: run nowhere
+            for fd in fds:
+                _close(fd)
+            return dict(retire=True, unrun=True)
         try:
             if len(named) != len(fds) or "program" not in named:
                 return dict(status="error", detail="sandbox internal error: a request without its files")
@@ -273,14 +288,19 @@ class Server:
 
     def _function(self, req: dict, named: dict) -> dict:
         """The program serves calls; the judge runs the tests against it (spec and result: the parent's pipes)."""
-        if self.judge is None:
-            self._start_judge()
         ours, theirs = socket.socketpair()
         try:
-            socket.send_fds(self.judge, [b"r"], [named["spec"], named["result"], theirs.fileno()])
-        except OSError:
-            self._stop_judge()
-            return dict(status="error", detail="sandbox internal error: the judge is gone")
+            for attempt in (0, 1):  # a judge that died since the last run is replaced before this one
+                if not self._judge_alive():
+                    self._stop_judge()
+                    self._start_judge()
+                try:
+                    socket.send_fds(self.judge, [b"r"], [named["spec"], named["result"], theirs.fileno()])
+                    break
+                except OSError:
+                    self._stop_judge()
+                    if attempt:
+                        raise
         finally:
             theirs.close()
             _close(named.pop("spec"))
@@ -291,34 +311,77 @@ class Server:
             spawn.program(self, req, named, pipes, {harness.CALL_FD: ours.fileno()}, "serve")
         ours.close()
         seen = watch.run(self, pid, self.judge, pipes, float(req["timeout_s"]), int(req["cap"]))
+        if not seen["judge_done"] and select.select([self.judge], [], [], 1.0)[0]:
+            # the program is dead (killed at its deadline): the judge saw EOF and reports what passed until then
+            seen["judge_done"] = self.judge.recv(16) == b"d"
         if not seen["judge_done"]:
             self._stop_judge()  # stuck, or killed: the next run gets a fresh one
         return dict(kind="function", duration_s=seen["duration"], stdout=seen["stdout"], stderr=seen["stderr"],
                     timed_out=seen["timed_out"], overflow=seen["overflow"], ended=watch.ended(seen["status"]),
                     judge_ended={} if seen["judge_done"] else {"signal": signal.SIGKILL})  # fmt: skip
 
-    def _start_judge(self) -> None:
-        """Fork the judge server: a process of its own uid, not dumpable, that never runs a program. It is forked
-        from this process, which never holds a test, so it starts clean; it takes one run at a time."""
+    def _start_factory(self, root: str | None) -> None:
+        """Fork the judge factory, before the pid namespace: it (chrooted to the programs' root) forks each judge
+        server on request, so every judge lives in this process's pid namespace, out of the programs' reach."""
         ours, theirs = socket.socketpair()
         pid = os.fork()
         if pid == 0:
             ours.close()
-            spawn.judge_server(self, theirs.fileno())
+            spawn.judge_factory(self, theirs.fileno(), root)
         theirs.close()
-        self.judge, self.judge_pid = ours, pid
-        self.judge_inner = ours.recv(32).decode()
+        self.factory, self.factory_pid = ours, pid
+
+    def _start_judge(self) -> None:
+        """A judge server from the factory: a process of its own uid (root) or of a pid namespace the programs
+        cannot name, not dumpable, that never runs a program; it takes one run at a time. Its socket and a pidfd
+        come back: the pidfd tells when it died and kills it, whatever pid it had."""
+        self.factory.sendall(b"-" if self.judge_uid is None else str(self.judge_uid).encode())
+        _, fds, _, _ = socket.recv_fds(self.factory, 16, 2)
+        if len(fds) != 2:
+            for fd in fds:
+                _close(fd)
+            raise OSError("the judge factory is gone")
+        self.judge, self.judge_pidfd = socket.socket(fileno=fds[0]), fds[1]
+        self.judge.recv(32)  # its pid: it started
+
+    def _judge_alive(self) -> bool:
+        """Whether the judge server is alive and idle: its pidfd not readable (it has not exited) and nothing on its
+        socket (an idle judge sends nothing; EOF means it died)."""
+        if self.judge is None:
+            return False
+        try:
+            return not select.select([self.judge, self.judge_pidfd], [], [], 0)[0]
+        except (OSError, ValueError):
+            return False
 
     def _stop_judge(self) -> None:
-        if self.judge is None:
-            return
-        try:
-            os.kill(self.judge_pid, signal.SIGKILL)
-        except OSError:
-            pass
-        os.waitpid(self.judge_pid, 0)
-        self.judge.close()
-        self.judge = self.judge_pid = None
+        """Kill and forget the judge server, whatever state it is in (the next function run starts a fresh one)."""
+        judge, pidfd = self.judge, self.judge_pidfd
+        self.judge = self.judge_pidfd = None
+        if pidfd is not None:
+            try:
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            except OSError:
+                pass
+            _close(pidfd)
+        if judge is not None:
+            try:
+                judge.close()
+            except OSError:
+                pass
+
+    def healthy(self) -> bool:
+        """Whether this worker can serve the next run: its pid namespace's init and the judge factory alive (a run
+        could not end the namespace or the factory; this catches what else might)."""
+        for pid in (self.init_pid, self.factory_pid):
+            if pid is None:
+                continue
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] != 0:
+                    return False
+            except ChildProcessError:
+                return False
+        return True
 
     def _inside(self, req: dict, named: dict) -> dict:
         token = os.urandom(16).hex().encode()
@@ -353,17 +416,17 @@ class Server:
             time.sleep(0.001)
 
     def _leftovers(self) -> bool:
-        try:
-            while os.waitpid(-1, os.WNOHANG)[0] > 0:  # our own children (the program, the judge, a killer)
-                pass
-        except ChildProcessError:
-            pass
-        if self.chrooted and self.proc:
-            keep = ("1", self.judge_inner if self.judge is not None else "1")  # init and the judge server
-            return any(p.isdigit() and p not in keep for p in os.listdir("/proc"))
+        # no waitpid(-1): this process waits only for the pids it knows (a program, a killer); orphans go to init
+        if self.chrooted and self.proc:  # the judges live above this pid namespace: only init may remain
+            return any(p.isdigit() and p != "1" for p in os.listdir("/proc"))
         if self.chrooted:
             return True  # nothing to look at: one sweep (it is cheap) each run
-        return bool(isolation.descendants(os.getpid()))
+        return bool(self._descendants())
+
+    def _descendants(self) -> list[int]:
+        """The fallback without namespaces: this process's descendants but the judge factory and its judges."""
+        keep = {self.factory_pid, *isolation.descendants(self.factory_pid)} if self.factory_pid else set()
+        return [p for p in isolation.descendants(os.getpid()) if p not in keep]
 
     def _kill_all(self) -> None:
         if self.chrooted and (self.uid is not None or not self.proc):
@@ -379,11 +442,9 @@ class Server:
                 finally:
                     os._exit(0)
             os.waitpid(pid, 0)
-            if self.uid is None:
-                self._stop_judge()
             return
-        if self.chrooted:  # one uid for all (user namespace): every process of the namespace but init and the judge
-            keep = ("1", self.judge_inner if self.judge is not None else "1")
+        if self.chrooted:  # one uid for all (user namespace): every process of the namespace but init
+            keep = ("1",)
             pid = os.fork()  # in the namespace, where /proc's numbers are the ones kill() takes
             if pid == 0:
                 try:
@@ -398,7 +459,7 @@ class Server:
                     os._exit(0)
             os.waitpid(pid, 0)
             return
-        for pid in isolation.descendants(os.getpid()):
+        for pid in self._descendants():
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
