@@ -112,21 +112,24 @@ def token_logprobs(
     with_hidden: bool = False,
     packed: bool | None = None,
     shared: bool = False,
+    temperature: float = 1.0,
 ):
     """Per-token log p(token | prefix) of every target position: [B, T-1] (+ entropy [B, T-1], hidden [B, T-1, H]).
 
     packed: run the model on packed rows (default `PACK`); the values agree with the padded forward's to ~1e-6.
     shared: when rows share prompts (a task's group of samples), run each distinct prompt once (`shared_prefix`);
-    then only completion targets carry values (prompt targets are 0, as every consumer masks them)."""
+    then only completion targets carry values (prompt targets are 0, as every consumer masks them).
+    temperature: the sampling temperature; the logits are divided by it, so the log-probs are those of the
+    distribution the sampler drew from (as TRL does)."""
     if shared:
-        out = shared_prefix_logprobs(model, batch, with_entropy, with_hidden)
+        out = shared_prefix_logprobs(model, batch, with_entropy, with_hidden, temperature)
         if out is not None:
             return out
     p = pack(batch) if (PACK if packed is None else packed) else None
     if p is None:
-        return _token_logprobs_padded(model, batch, with_entropy, with_hidden)
+        return _token_logprobs_padded(model, batch, with_entropy, with_hidden, temperature)
     out = model(input_ids=p.input_ids, position_ids=p.position_ids, output_hidden_states=with_hidden, use_cache=False)
-    logits = out.logits.float()  # [R, T, V]
+    logits = _tempered(out.logits.float(), temperature)  # [R, T, V]
     logp_all = torch.log_softmax(logits, dim=-1)  # [R, T, V]
     targets = torch.roll(p.input_ids, -1, dims=1)  # [R, T]: the next token in the packed row (wrong at the ends:
     logp = _unpack(logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1), p)  # those are never real targets)
@@ -138,14 +141,18 @@ def token_logprobs(
     return (logp, extras) if extras else logp
 
 
-def _token_logprobs_padded(model, batch: Batch, with_entropy: bool = False, with_hidden: bool = False):
+def _tempered(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    return logits if temperature == 1.0 else logits / temperature
+
+
+def _token_logprobs_padded(model, batch: Batch, with_entropy=False, with_hidden=False, temperature: float = 1.0):
     out = model(
         input_ids=batch.input_ids,
         attention_mask=batch.attention_mask,
         output_hidden_states=with_hidden,
         use_cache=False,
     )
-    logits = out.logits[:, :-1].float()  # [B, T-1, V]
+    logits = _tempered(out.logits[:, :-1].float(), temperature)  # [B, T-1, V]
     logp_all = torch.log_softmax(logits, dim=-1)  # [B, T-1, V]
     logp = logp_all.gather(-1, batch.input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)  # [B, T-1]
     extras = {}
@@ -156,10 +163,10 @@ def _token_logprobs_padded(model, batch: Batch, with_entropy: bool = False, with
     return (logp, extras) if extras else logp
 
 
-def reference_logprobs(model, batch: Batch, shared: bool = False) -> torch.Tensor:
+def reference_logprobs(model, batch: Batch, shared: bool = False, temperature: float = 1.0) -> torch.Tensor:
     """log-probs under the start policy: the same network with the RL adapter switched off (no autograd graph)."""
     with torch.inference_mode(), model.disable_adapter():
-        logp = token_logprobs(model, batch, shared=shared)
+        logp = token_logprobs(model, batch, shared=shared, temperature=temperature)
     return logp.clone()  # clone: a normal tensor, usable beside autograd ones
 
 
@@ -250,7 +257,7 @@ def folded_lora(model):
             setattr(parent, attr, m)
 
 
-def shared_prefix_logprobs(model, batch: Batch, with_entropy: bool = False, with_hidden: bool = False):
+def shared_prefix_logprobs(model, batch: Batch, with_entropy=False, with_hidden=False, temperature: float = 1.0):
     """`token_logprobs` computing each distinct prompt once (speed, issue 14); None when it does not apply.
 
     A group of samples of one task repeats its prompt in every row: a PPO/RLOO batch of 16 tasks x 8 samples runs the
@@ -268,10 +275,10 @@ def shared_prefix_logprobs(model, batch: Batch, with_entropy: bool = False, with
     if isinstance(model, torch.nn.parallel.DistributedDataParallel):
         return None
     with folded_lora(model):
-        return _shared_prefix_logprobs(model, batch, with_entropy, with_hidden)
+        return _shared_prefix_logprobs(model, batch, with_entropy, with_hidden, temperature)
 
 
-def _shared_prefix_logprobs(model, batch: Batch, with_entropy: bool, with_hidden: bool):
+def _shared_prefix_logprobs(model, batch: Batch, with_entropy: bool, with_hidden: bool, temperature: float = 1.0):
     if model.training and getattr(model, "is_gradient_checkpointing", False):  # QLoRA's prep: no cache in training
         return None
     comp = batch.completion_mask  # [B, T-1]
@@ -317,7 +324,7 @@ def _shared_prefix_logprobs(model, batch: Batch, with_entropy: bool, with_hidden
                        position_ids=pos[sel, -1:] + 1 + j[None, :], past_key_values=cache, use_cache=False,
                        output_hidden_states=with_hidden)  # fmt: skip
         # the state that predicts completion token j: the prompt's last position for j = 0, completion position j-1
-        logits = torch.cat([first.logits[sel, -1:], second.logits[:, :-1]], dim=1).float()  # [n, L, V]
+        logits = _tempered(torch.cat([first.logits[sel, -1:], second.logits[:, :-1]], dim=1).float(), temperature)
         logp_all = torch.log_softmax(logits, dim=-1)
         target = (pl - 1)[:, None] + j[None, :]  # [n, L]: its target position in the [B, T-1] layout
 

@@ -35,6 +35,8 @@ class Rollouts:
     generate_s: float
     sandbox_s: float
     classes: list[str] = dataclasses.field(default_factory=list)  # [N] metrics.VERDICT_CLASSES of each verdict
+    finished: torch.Tensor | None = None  # [N] 1.0 where a stop sequence or eos ended it, 0.0 where the budget did
+    tamper: list[str] = dataclasses.field(default_factory=list)  # [N] what the sandbox saw it try ("" = nothing)
 
 
 def batch_tasks(tasks: list, batch_size: int, step: int, seed: int) -> list:
@@ -52,9 +54,10 @@ def rollout(model, tokenizer, tasks: list, n_per_task: int, cfg, seed: int, rewa
                       seed=seed, stop=stops_for(tasks[0]), progress=False)  # fmt: skip
     t1 = time.time()
     prompt_ids = encode_prompts(tokenizer, [t.prompt for t in tasks])
-    flat_tasks, p_ids, c_ids, texts = [], [], [], []
+    flat_tasks, p_ids, c_ids, texts, finished = [], [], [], [], []
     for t, p, group in zip(tasks, prompt_ids, groups, strict=True):
         for c in group:
+            finished.append(1.0 if c.finished else 0.0)
             flat_tasks.append(t)
             p_ids.append(p)
             c_ids.append(c.ids if c.ids else [tokenizer.eos_token_id])  # an empty completion still has a token
@@ -79,6 +82,8 @@ def rollout(model, tokenizer, tasks: list, n_per_task: int, cfg, seed: int, rewa
         generate_s=t1 - t0,
         sandbox_s=t2 - t1,
         classes=[metrics.verdict_class(v) for v in verdicts],
+        finished=torch.tensor(finished),
+        tamper=[str(getattr(v, "tamper", "") or "") for v in verdicts],
     )
 
 
@@ -92,7 +97,7 @@ def select(ro: Rollouts, rows: list[int]) -> Rollouts:
         elif isinstance(v, dict):
             out[f.name] = {k: [vals[i] for i in rows] for k, vals in v.items()}
         elif isinstance(v, list):
-            out[f.name] = [v[i] for i in rows]
+            out[f.name] = [v[i] for i in rows] if v else []
         else:
             out[f.name] = v
     return Rollouts(**out)
@@ -103,7 +108,9 @@ def concat(parts: list[Rollouts]) -> Rollouts:
     first, out = parts[0], {}
     for f in dataclasses.fields(first):
         vals = [getattr(p, f.name) for p in parts]
-        if isinstance(vals[0], torch.Tensor):
+        if any(v is None for v in vals):
+            out[f.name] = None
+        elif isinstance(vals[0], torch.Tensor):
             out[f.name] = torch.cat(vals)
         elif isinstance(vals[0], dict):
             out[f.name] = {k: [x for v in vals for x in v[k]] for k in vals[0]}
@@ -115,19 +122,20 @@ def concat(parts: list[Rollouts]) -> Rollouts:
 
 
 def fill_dynamic(first: Rollouts, more, n_per_task: int, groups_wanted: int, max_refills: int):
-    """DAPO's dynamic sampling: keep the groups whose rewards vary, refill from `more(r)` (fresh rollouts for
-    refill r = 1, 2, ...) until `groups_wanted` groups are kept or `max_refills` are spent; a batch still short is
-    topped up with dropped groups (they add no gradient, and every rank keeps the same batch shape).
-    Returns the batch and its stats: groups_dropped (zero-variance groups), groups_seen, refills, groups_short."""
-    from codelib.advantages import zero_std_groups
+    """DAPO's dynamic sampling: keep the groups whose accuracy varies (0 < #passed < G: a length or format term makes
+    rewards differ inside an all-pass or all-fail group, so equal rewards are not the test), refill from `more(r)`
+    (fresh rollouts for refill r = 1, 2, ...) until `groups_wanted` groups are kept or `max_refills` are spent; a batch
+    still short is topped up with dropped groups (every rank keeps the same batch shape; their count is logged).
+    Returns the batch and its stats: groups_dropped (uniform-accuracy groups), groups_seen, refills, groups_short."""
+    from codelib.algorithms.advantages import uniform_accuracy_groups
 
     kept, dropped, ro, refills, gen_s, sandbox_s = [], [], first, 0, 0.0, 0.0
     while True:
         gen_s, sandbox_s = gen_s + ro.generate_s, sandbox_s + ro.sandbox_s
-        flat = zero_std_groups(ro.rewards, n_per_task).tolist()
-        for g, zero in enumerate(flat):
+        flat = uniform_accuracy_groups(ro.passed, n_per_task).tolist()
+        for g, uniform in enumerate(flat):
             rows = list(range(g * n_per_task, (g + 1) * n_per_task))
-            (dropped if zero else kept).append(select(ro, rows))
+            (dropped if uniform else kept).append(select(ro, rows))
         if len(kept) >= groups_wanted or refills >= max_refills:
             break
         refills += 1

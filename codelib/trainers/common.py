@@ -22,8 +22,10 @@ from accelerate import Accelerator
 from accelerate.utils import gather_object
 
 from codelib import checkpoints, metrics, rewards, rollout
-from codelib.advantages import KL_ESTIMATORS, zero_std_groups
+from codelib.algorithms.advantages import zero_std_groups
+from codelib.algorithms.losses import KL_ESTIMATORS
 from codelib.generation import generate, stops_for
+from codelib.distributed import refuse_sharded_loop
 from codelib.models import DEFAULT_TARGETS, add_lora, save_adapter
 from codelib.params import atomic_write_json, config_to_dict, run_dir
 from codelib.tasks import load_tasks
@@ -109,11 +111,13 @@ class TrainEvalConfig(SamplingConfig):
 
 @dataclass
 class OnlineConfig(TrainEvalConfig):
-    """+ the options every one of our own loops (REINFORCE, PPO) shares: a KL term and dynamic sampling."""
+    """+ the options of the online engine's plumbing (`OnlineRun`): a KL to the start policy and dynamic sampling."""
 
-    kl_coef: float = 0.0  # beta: weight of the KL to the start policy (a loss term; REINFORCE++ puts it in the reward)
+    batch_size: int = 16  # tasks per step
+    samples_per_task: int = 1  # completions per task (a group when >= 2)
+    kl_coef: float = 0.0  # beta: weight of the KL to the start policy (placement: the engine's kl_placement)
     kl_estimator: str = "k3"  # k1 | k2 | k3 (Schulman 2020); k3 is GRPO's
-    dynamic_sampling: bool = False  # DAPO: drop groups whose rewards are all equal, refill from fresh tasks
+    dynamic_sampling: bool = False  # DAPO: drop groups whose accuracy is uniform (all pass / all fail), refill
     max_refills: int = 4  # dynamic sampling: at most this many extra rollout batches per step
     shared_prefix: bool = False  # update forwards run each distinct prompt once (faster; floats move ~1e-5)
     kl_every: int = 1  # with kl_coef 0 the KL to the start policy is only logged: every N steps (0: never)
@@ -124,8 +128,8 @@ class OnlineConfig(TrainEvalConfig):
             raise ValueError(f"unknown kl_estimator {self.kl_estimator!r}; use one of {', '.join(KL_ESTIMATORS)}")
         if self.kl_coef < 0:
             raise ValueError(f"kl_coef must be >= 0; you gave {self.kl_coef}")
-        if self.dynamic_sampling and getattr(self, "samples_per_task", 1) < 2:
-            raise ValueError("dynamic_sampling drops groups with equal rewards: it needs samples_per_task >= 2")
+        if self.dynamic_sampling and self.samples_per_task < 2:
+            raise ValueError("dynamic_sampling drops groups of uniform accuracy: it needs samples_per_task >= 2")
         if self.max_refills < 0:
             raise ValueError(f"max_refills must be >= 0; you gave {self.max_refills}")
         if self.kl_every < 0:
@@ -181,9 +185,10 @@ class Keeper:
             atomic_write_json(self.out / "best" / "eval.json", self.best)
         return {**res, "eval_best": self.best["eval_pass@1"]}
 
-    def finish(self, model, tokenizer) -> None:
-        """The trained adapter into the run dir; with keep: best, the best one there instead (the last in last/)."""
-        save_adapter(model, tokenizer, self.out)
+    def finish(self, model, tokenizer, state_dict=None) -> None:
+        """The trained adapter into the run dir; with keep: best, the best one there instead (the last in last/).
+        state_dict: the adapter gathered from FSDP shards (`distributed.gathered_trainable_state`), else None."""
+        save_adapter(model, tokenizer, self.out, state_dict=state_dict)
         kept = {"keep": self.keep, "step": self.cfg.steps}
         if self.keep == "best" and self.best is not None and (self.out / "best").exists():
             save_adapter(model, tokenizer, self.out / "last")
@@ -239,14 +244,19 @@ class OnlineRun:
     """A REINFORCE / PPO run's plumbing: one process as is, or DDP under `accelerate launch` (each rank rolls out and
     scores its shard of a step's tasks; gradients are averaged)."""
 
-    def __init__(self, cfg: SamplingConfig, heads=None):
-        """heads: model -> {name: module} trained beside the adapter (PPO's value head), built after the adapter."""
+    def __init__(self, cfg: OnlineConfig, heads=None, algorithm: str = "", label: str = "", record: dict | None = None):
+        """heads: model -> {name: module} trained beside the adapter (PPO's value head), built after the adapter;
+        algorithm, label: the registered name (codelib.algorithms.ALGORITHMS) and label config.json records;
+        record: the config written there (default: cfg's fields)."""
         seed_everything(cfg.seed, cfg.threads)
         self.cfg, self.acc = cfg, Accelerator(cpu=not torch.cuda.is_available())
+        refuse_sharded_loop(self.acc)  # FSDP / DeepSpeed: stop here with the fix (our loops sample on every rank)
         self.out = cfg.run_dir
         self.out.mkdir(parents=True, exist_ok=True)
         if self.acc.is_main_process:
-            atomic_write_json(self.out / "config.json", {"stage": cfg.stage, **config_to_dict(cfg)})
+            fields = record if record is not None else config_to_dict(cfg)
+            atomic_write_json(self.out / "config.json", {"stage": cfg.stage, "algorithm": algorithm, "label": label,
+                                                         **fields})  # fmt: skip
         self.tasks = load_tasks(cfg.dataset, cfg.split)[: cfg.limit or None]
         self.reward = rewards.make_rewards(cfg.rewards)
         model, self.tokenizer = add_lora(cfg)
@@ -285,7 +295,7 @@ class OnlineRun:
         seed = self.cfg.seed + step + 7919 * rank
         ro = rollout.rollout(self.policy, self.tokenizer, mine, n_per_task, self.cfg, seed, self.reward)
         self.n_per_task, self.sampling_stats = n_per_task, {}
-        if not getattr(self.cfg, "dynamic_sampling", False):
+        if not self.cfg.dynamic_sampling:
             return ro
 
         def more(r: int) -> rollout.Rollouts:
@@ -304,8 +314,8 @@ class OnlineRun:
         KL alone every `kl_every` steps and at the last (the forward is ~10% of a step; TRL's GRPO at beta 0 skips
         it too)."""
         cfg = self.cfg
-        every = getattr(cfg, "kl_every", 1)
-        return getattr(cfg, "kl_coef", 0.0) > 0 or (every > 0 and (step % every == 0 or step == cfg.steps))
+        every = cfg.kl_every
+        return cfg.kl_coef > 0 or (every > 0 and (step % every == 0 or step == cfg.steps))
 
     def gather(self, t: torch.Tensor) -> torch.Tensor:
         """Concatenate a per-rank tensor over ranks (the identity in one process)."""
@@ -333,6 +343,9 @@ class OnlineRun:
         samples = gather_object(samples) if multi else samples
         classes = gather_object(list(ro.classes)) if multi else ro.classes
         telemetry = {**metrics.class_shares(classes), **self._group_stats(all_rewards)}
+        tamper = gather_object(list(ro.tamper)) if multi else ro.tamper
+        if tamper:  # the share of rollouts the sandbox saw probing it (signals, denied calls, early exits, ...)
+            telemetry["tamper_frac"] = sum(1 for t in tamper if t) / len(tamper)
         if self.acc.is_main_process:
             metrics.append_samples(self.out, samples)
         dt = time.time() - t0  # the samples' rows written included, as TRL's step time includes its logging
@@ -355,18 +368,20 @@ class OnlineRun:
             self.acc.wait_for_everyone()  # the main process evaluated while the others waited
 
     def _group_stats(self, all_rewards: torch.Tensor) -> dict:
-        """zero_std_frac: the share of the step's groups whose rewards were all equal (with dynamic sampling, of the
-        groups sampled before any was dropped), and the dynamic-sampling counts (summed over ranks)."""
+        """zero_std_frac: the share of the trained batch's groups whose rewards were all equal; with dynamic
+        sampling also drop_frac, the share of sampled groups it dropped for uniform accuracy, and its counts (summed
+        over ranks). Absent with one sample per task (no groups)."""
         if self.n_per_task < 2:
             return {}
+        out = {"zero_std_frac": float(zero_std_groups(all_rewards, self.n_per_task).float().mean())}
         if not self.sampling_stats:
-            return {"zero_std_frac": float(zero_std_groups(all_rewards, self.n_per_task).float().mean())}
+            return out
         st = self.sampling_stats
         sums = self.gather(
             torch.tensor([[st["groups_dropped"], st["groups_seen"], st["refills"], st["groups_short"]]])
         )
         dropped, seen, refills, short = sums.sum(0).tolist()
-        return {"zero_std_frac": dropped / max(1.0, seen), "groups_dropped": dropped, "refills": refills,
+        return {**out, "drop_frac": dropped / max(1.0, seen), "groups_dropped": dropped, "refills": refills,
                 "groups_short": short}  # fmt: skip
 
     def finish(self) -> Path:

@@ -1,277 +1,158 @@
-"""GRPO: TRL's GRPOTrainer on a LoRA adapter, with the project's sandbox rewards.
+"""GRPO and its family (Dr. GRPO, DAPO, GSPO, CISPO): one Config in TRL's vocabulary, two backends.
 
-The start policy (the SFT adapter, merged into its base) gets a fresh LoRA adapter that TRL trains; TRL's
-reference model is then that same network with the adapter off, i.e. the start policy. Per step: P prompts,
-G completions each, rewards from `codelib.rewards` (the terms of `rewards:` with their weights; every term logged
-as `rewards/<name>/mean`), advantages normalised within each prompt's group. A group whose G rewards are all
-equal gives no signal: TRL logs their share as `frac_reward_zero_std`, copied here as `zero_std_frac`.
+`backend: own` (the default) runs the one online engine (`codelib.trainers.online`): the same sampler, stop
+sequences, sandbox call and masking rule as REINFORCE and PPO, with the parts these settings name (`engine_config`
+maps them: `scale_rewards` -> the advantage, `loss_type` -> the aggregation, `importance_sampling_level: sequence`
+-> GSPO's loss, `loss_type: cispo` -> CISPO's). `backend: trl` runs TRL's GRPOTrainer on the same settings, rewards
+and stop sequences (`codelib.trainers.grpo_trl`): the backends are checked against each other over seeds.
 
-TRL 1.16 defaults worth knowing: beta = 0 (no KL term, no reference forward), loss_type = "dapo", and no
-`max_prompt_length` (prompts are truncated here, from the left, to `max_prompt_tokens`).
-
-The algorithms of this family are TRL settings (see params/tiny/variants/04_grpo_*.yaml): Dr. GRPO
-(`loss_type: dr_grpo`, `scale_rewards: none`), DAPO (`loss_type: dapo`, `clip_eps_high: 0.28`,
-`mask_truncated_completions: true`), GSPO (`importance_sampling_level: sequence`, `loss_type: grpo`, clip 3e-4 /
-4e-4), CISPO (`loss_type: cispo`; `clip_eps_high` is then TRL's cap on the importance weight itself, e.g. 5.0).
-Every step also logs the verdict classes of the rollouts (`verdicts/<class>`, from the rewards' verdict cache)
-and, with `eval_every`, held-out pass@1 (`eval_pass@1`); `keep: best` leaves the best evaluated adapter.
+Per step: P prompts (`prompts_per_step`), G completions each (`num_generations`), advantages within each prompt's
+group, `num_iterations` passes of `steps_per_generation` minibatch updates over the batch: with more than one update
+per rollout the ratio leaves 1 and the clip acts (DAPO's paper: 16 updates per rollout). DAPO as its paper runs it:
+`loss_type: dapo` (token-mean), `clip_eps_high: 0.28`, `dynamic_sampling: true` (keeps groups with 0 < #passed < G),
+`mask_truncated_completions` or the soft overlong penalty (`rewards: {overlong: ...}`), several minibatches.
 
     python -m codelib.trainers.grpo params/tiny/04_grpo.yaml
 """
 
 from __future__ import annotations
 
-import json
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from datasets import Dataset
-from transformers import TrainerCallback
-from transformers.trainer_utils import get_last_checkpoint
-from trl import GRPOConfig, GRPOTrainer
-
-from codelib import metrics, rewards, sandbox
-from codelib.models import load_policy, lora_config, starting_model_dir
-from codelib.params import atomic_write_json, config_to_dict, main_config
-from codelib.rewards import make_rewards
-from codelib.tasks import load_tasks
-from codelib.trainers.common import Keeper, TrainEvalConfig, seed_everything, trainer_args, write_rank_checksums
+from codelib.algorithms import ALGORITHMS
+from codelib.params import config_to_dict, main_config
+from codelib.trainers import online
+from codelib.trainers.common import TrainEvalConfig
 
 LOSS_TYPES = ("grpo", "dapo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo")  # TRL 1.16's GRPOConfig.loss_type
+OWN_LOSS_TYPES = ("grpo", "dapo", "dr_grpo", "bnpo", "cispo")  # what the own engine runs
+AGGREGATION = {"grpo": "seq-mean-token-mean", "dapo": "token-mean", "bnpo": "token-mean", "cispo": "token-mean",
+               "dr_grpo": "seq-mean-token-sum-norm"}  # fmt: skip
+ADVANTAGE = {"group": "grpo", "none": "dr_grpo", "batch": "grpo_batch_std"}  # scale_rewards -> estimator
 
 
 @dataclass
 class Config(TrainEvalConfig):
     stage: str = "grpo"  # run directory name
+    backend: str = "own"  # own: the project's online engine | trl: TRL's GRPOTrainer
     prompts_per_step: int = 16  # P: distinct tasks per step
     num_generations: int = 8  # G: completions per task (the group)
-    beta: float = 0.0  # KL coefficient to the start policy (TRL's default 0: no reference forward)
-    loss_type: str = "dapo"  # TRL loss: grpo | dapo | dr_grpo | bnpo | cispo | sapo | luspo | vespo
+    beta: float = 0.0  # KL coefficient to the start policy (0: no KL term)
+    kl_estimator: str = "k3"  # own backend: k1 | k2 | k3 (TRL's is k3 in the loss)
+    kl_placement: str = "loss"  # own backend: loss | reward (k1 in the reward: the unbiased reverse-KL gradient)
+    kl_every: int = 5  # own backend, beta 0: the KL to the start policy is logged every N steps (0: never)
+    loss_type: str = "dapo"  # grpo | dapo | dr_grpo | bnpo | cispo (| sapo | luspo | vespo: backend trl only)
     clip_eps: float = 0.2  # ratio clip range (TRL's epsilon)
-    clip_eps_high: float = 0.0  # TRL's epsilon_high: upper clip 1 + this (cispo: the weight's cap); 0 for clip_eps
+    clip_eps_high: float = 0.0  # upper clip 1 + this (cispo: the cap on the weight itself, e.g. 5.0); 0 for clip_eps
     importance_sampling_level: str = "token"  # token | sequence (GSPO: one length-normalised ratio per sequence)
     mask_truncated_completions: bool = False  # DAPO's overlong filtering: no loss on completions cut at the cap
-    num_iterations: int = 1  # PPO-style passes per generation batch
+    num_iterations: int = 1  # passes over each generation batch
+    steps_per_generation: int = 1  # optimizer steps (minibatches) per pass: > 1 lets the ratio leave 1
     scale_rewards: str = "group"  # group | batch | none (std normalisation of advantages)
-    max_prompt_tokens: int = 512  # prompts longer than this keep their last tokens
-    use_vllm: bool = False  # generation on vLLM (GPU; pip install -r requirements-vllm.txt)
+    dynamic_sampling: bool = False  # own backend: drop groups of uniform accuracy (all pass / all fail), refill
+    max_refills: int = 4  # dynamic sampling: at most this many extra rollout batches per step
+    entropy_coef: float = 0.0  # own backend: entropy bonus weight
+    shared_prefix: bool = False  # own backend: update forwards run each distinct prompt once (floats move ~1e-5)
+    max_prompt_tokens: int = 512  # backend trl: prompts longer than this keep their last tokens
+    use_vllm: bool = False  # backend trl: generation on vLLM (GPU; pip install -r requirements-vllm.txt)
     vllm_mode: str = "colocate"  # colocate | server (trl vllm-serve)
     vllm_server_url: str = "http://localhost:8000"  # server mode: where `trl vllm-serve --model ...` listens
     vllm_gpu_memory_utilization: float = 0.3  # colocate mode: the share of GPU memory vLLM takes beside training
 
     def __post_init__(self):
         super().__post_init__()
+        if self.backend not in ("own", "trl"):
+            raise ValueError(f"backend must be own or trl; you gave {self.backend!r}")
         if self.num_generations < 2:
-            raise ValueError(
-                f"GRPO needs at least 2 generations per prompt to compare within a group; you gave {self.num_generations}"
-            )
+            raise ValueError(f"GRPO compares a task's samples: set num_generations >= 2 (you gave {self.num_generations})")
         if self.loss_type not in LOSS_TYPES:
             raise ValueError(f"unknown loss_type {self.loss_type!r}; TRL 1.16 has {', '.join(LOSS_TYPES)}")
         if self.importance_sampling_level not in ("token", "sequence"):
-            raise ValueError(
-                f"importance_sampling_level must be 'token' or 'sequence' (GSPO); you gave {self.importance_sampling_level!r}"
-            )
+            raise ValueError(f"importance_sampling_level must be token or sequence (GSPO), not {self.importance_sampling_level!r}")  # fmt: skip
         if self.loss_type == "luspo" and self.importance_sampling_level != "sequence":
             raise ValueError("loss_type: luspo needs importance_sampling_level: sequence")
-        if self.clip_eps_high < 0:
-            raise ValueError(f"clip_eps_high must be >= 0 (0: the same as clip_eps); you gave {self.clip_eps_high}")
+        if self.scale_rewards not in ADVANTAGE:
+            raise ValueError(f"scale_rewards must be one of {', '.join(ADVANTAGE)}; you gave {self.scale_rewards!r}")
+        if self.clip_eps_high < 0 or self.steps_per_generation < 1 or self.num_iterations < 1:
+            raise ValueError("clip_eps_high must be >= 0, steps_per_generation and num_iterations >= 1")
+        if (self.prompts_per_step * self.num_generations) % self.steps_per_generation:
+            raise ValueError("prompts_per_step x num_generations must split evenly into steps_per_generation minibatches")
         if self.vllm_mode not in ("colocate", "server"):
             raise ValueError(f"vllm_mode must be colocate or server; you gave {self.vllm_mode!r}")
         if not 0 < self.vllm_gpu_memory_utilization < 1:
-            raise ValueError(
-                f"vllm_gpu_memory_utilization must be in (0, 1) (a share of the GPU), got {self.vllm_gpu_memory_utilization}"
-            )
+            raise ValueError(f"vllm_gpu_memory_utilization must be in (0, 1), got {self.vllm_gpu_memory_utilization}")
+        if self.backend == "own":
+            if self.loss_type not in OWN_LOSS_TYPES:
+                raise ValueError(f"loss_type {self.loss_type} runs on TRL only: set backend: trl (or use one of "
+                                 f"{', '.join(OWN_LOSS_TYPES)})")  # fmt: skip
+            if self.use_vllm:
+                raise ValueError("use_vllm samples through TRL's vLLM integration: set backend: trl")
+            engine_config(self)  # every engine check (KL placement, top_p, ...) fails here, naming the key
+        else:
+            if self.dynamic_sampling or self.kl_estimator != "k3" or self.kl_placement != "loss" or self.entropy_coef:
+                raise ValueError("dynamic_sampling, kl_estimator, kl_placement and entropy_coef are own-engine options:"
+                                 " set backend: own, or leave them at their defaults for TRL")  # fmt: skip
+            if self.mask_truncated_completions:
+                raise ValueError(
+                    "backend: trl with mask_truncated_completions would also mask every completion cut at a stop "
+                    "sequence (TRL reads a last token other than EOS as truncation): use backend: own"
+                )
+
+    @property
+    def algorithm(self) -> str:
+        """The registered name these settings run (codelib.algorithms.ALGORITHMS)."""
+        if self.importance_sampling_level == "sequence":
+            return "gspo"
+        if self.loss_type in ("cispo", "dr_grpo"):
+            return self.loss_type
+        if self.loss_type == "dapo" and (self.clip_eps_high or self.dynamic_sampling):
+            return "dapo"
+        return "grpo"
+
+    @property
+    def label(self) -> str:
+        eng = engine_config(self) if self.backend == "own" else None
+        label = eng.label if eng is not None else ALGORITHMS[self.algorithm].label + f" ({self.loss_type} loss)"
+        return label + (" [TRL]" if self.backend == "trl" else "")
 
 
-class _Timed:
-    """A reward function that adds its wall time to a shared counter (the sandbox's share of a step); the first
-    one also records the verdict class of every completion it scored (`rewards.verdicts` is cached: no new runs
-    when a term already judged them)."""
-
-    spent = 0.0
-    classes: list[str] = []
-
-    def __init__(self, fn, record_classes: bool = False):
-        self.fn, self.record_classes = fn, record_classes
-        self.__name__ = getattr(fn, "__name__", type(fn).__name__)
-
-    def __call__(self, completions, **kwargs):
-        t0 = time.time()
-        try:
-            out = self.fn(completions, **kwargs)
-            if self.record_classes:
-                _Timed.classes.extend(metrics.verdict_class(v) for v in rewards.verdicts(completions, **kwargs) if v)
-            return out
-        finally:
-            _Timed.spent += time.time() - t0
-
-
-def reward_functions(cfg: Config) -> tuple[list, list[float]]:
-    """The configured reward terms (TRL signature, timed) and their weights; the sandbox pool sized from the config."""
-    sandbox.configure(workers=cfg.workers, timeout_s=cfg.timeout_s)
-    reward = make_rewards(cfg.rewards)
-    return [_Timed(fn, record_classes=i == 0) for i, (_, fn) in enumerate(reward.parts)], reward.weights
-
-
-def build_dataset(cfg: Config, tokenizer) -> Dataset:
-    """Prompt rows carrying every Task column (the reward functions' kwargs); long prompts cut from the left."""
-    tasks = load_tasks(cfg.dataset, cfg.split)[: cfg.limit or None]
-    rows = []
-    for t in tasks:
-        row = t.to_dict()
-        row["source_prompt"] = t.prompt  # the rewards rebuild the program from the whole prompt
-        ids = tokenizer(t.prompt, add_special_tokens=False)["input_ids"]
-        if len(ids) > cfg.max_prompt_tokens:
-            row["prompt"] = tokenizer.decode(ids[-cfg.max_prompt_tokens :])
-        rows.append(row)
-    return Dataset.from_list(rows)
-
-
-def metrics_callback(run: Path, task_ids: dict[str, str] | None = None, keeper: Keeper | None = None):
-    """Rename TRL's log keys to the keys REINFORCE and PPO write, and append them to metrics.jsonl; with
-    `callback.trainer` set, also the step's completions to samples.jsonl (task_ids: prompt -> task id), and with a
-    `keeper`, held-out pass@1 every eval_every steps (the telemetry rows also go to TRL's TensorBoard)."""
-    log = metrics.MetricsLog(run, "none")  # TRL itself reports to TensorBoard / W&B
-
-    class Callback(TrainerCallback):
-        t_last = time.time()
-        trainer = None
-        pending: dict = {}
-
-        def on_step_end(self, args, state, control, **kwargs):
-            """The step's verdict classes (and, when due, held-out pass@1) into TRL's metrics, before TRL logs them:
-            TRL then reports them to TensorBoard / W&B with its own keys, and on_log copies them to metrics.jsonl."""
-            pending = metrics.class_shares(_Timed.classes)  # {} on a step that reused a generation batch
-            _Timed.classes = []
-            if keeper is not None and state.is_world_process_zero and keeper.due(state.global_step):
-                t0 = time.time()
-                model = self.trainer.accelerator.unwrap_model(self.trainer.model)
-                pending.update(keeper.evaluate(model, self.trainer.processing_class, state.global_step))
-                pending["eval_s"] = time.time() - t0
-                model.train()
-            if self.trainer is not None and hasattr(self.trainer, "_metrics"):
-                for k, v in pending.items():
-                    self.trainer._metrics["train"][k].append(v)
-            Callback.pending = pending
-
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if not logs or "loss" not in logs or not state.is_world_process_zero:
-                return
-            now = time.time()
-            dt, Callback.t_last = now - Callback.t_last, now
-            steps = max(1, args.logging_steps)
-            pass_rate = next(
-                (v for k, v in logs.items() if k.startswith("rewards/pass") and k.endswith("/mean")), None
-            )
-            row = {
-                "step": state.global_step,
-                "loss": logs.get("loss"),
-                "reward_mean": logs.get("reward"),
-                "reward_std": logs.get("reward_std"),
-                "pass_rate": pass_rate,
-                "completion_len": logs.get("completions/mean_length"),
-                "kl": logs.get("kl", 0.0),
-                "clip_frac": logs.get("clip_ratio/region_mean", 0.0),
-                "zero_std_frac": logs.get("frac_reward_zero_std"),
-                "entropy": logs.get("entropy"),
-                "time_s": dt / steps,
-                "sandbox_share": _Timed.spent / dt if dt > 0 else 0.0,
-            }
-            row.update({k: v for k, v in logs.items() if k.startswith("rewards/")})
-            row.update(Callback.pending)
-            _Timed.spent, Callback.pending = 0.0, {}
-            log.log(row)
-            metrics.append_samples(run, grpo_samples(self.trainer, state.global_step, task_ids or {}))
-
-    return Callback()
-
-
-def grpo_samples(trainer, step: int, task_ids: dict[str, str]) -> list[dict]:
-    """samples.jsonl rows of the last generation batch, from what TRL keeps for `log_completions` (gathered over
-    ranks): completion, each reward term, their weighted sum, advantage. [] if this TRL keeps no such record."""
-    logs = getattr(trainer, "_logs", None)
-    if not logs or not logs.get("completion"):
-        return []
-    names = list(logs["rewards"])
-    weights = [float(w) for w in trainer.reward_weights.tolist()] if hasattr(trainer, "reward_weights") else [1.0]
-    rows = []
-    for i, (prompt, completion) in enumerate(zip(logs["prompt"], logs["completion"], strict=False)):
-        terms = {name: logs["rewards"][name][i] for name in names if i < len(logs["rewards"][name])}
-        row = {"step": step, "task_id": task_ids.get(prompt, ""), "completion": completion,
-               "reward": round(sum(w * v for w, v in zip(weights, terms.values(), strict=False) if v == v), 6),
-               "rewards": {k: round(v, 6) for k, v in terms.items()}}  # fmt: skip
-        if "pass_reward" in terms:
-            row["passed"] = terms["pass_reward"] == 1.0
-        if i < len(logs["advantages"]):
-            row["advantage"] = round(float(logs["advantages"][i]), 6)
-        rows.append(row)
-    return rows
-
-
-def grpo_args(cfg: Config, out):
-    """TRL's GRPOConfig for one step = P prompts x G completions, one optimizer step per generation batch."""
-    completions_per_step = cfg.prompts_per_step * cfg.num_generations
-    return GRPOConfig(
-        **trainer_args(cfg, out),
-        per_device_train_batch_size=completions_per_step,
-        gradient_accumulation_steps=1,
-        steps_per_generation=1,
-        num_generations=cfg.num_generations,
-        lr_scheduler_type="constant",
-        warmup_steps=0,
-        beta=cfg.beta,
-        loss_type=cfg.loss_type,
-        epsilon=cfg.clip_eps,
-        epsilon_high=cfg.clip_eps_high or None,
-        importance_sampling_level=cfg.importance_sampling_level,
-        mask_truncated_completions=cfg.mask_truncated_completions,
-        num_iterations=cfg.num_iterations,
-        scale_rewards=cfg.scale_rewards,
-        reward_weights=make_rewards(cfg.rewards).weights,
-        temperature=cfg.temperature,
-        top_p=cfg.top_p,
-        max_completion_length=cfg.max_new_tokens,
-        use_vllm=cfg.use_vllm,
-        vllm_mode=cfg.vllm_mode,
-        vllm_server_base_url=cfg.vllm_server_url if cfg.use_vllm and cfg.vllm_mode == "server" else None,
-        vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
-        logging_steps=1,
-        remove_unused_columns=False,
-        disable_tqdm=False,
-        log_completions=False,
+def engine_config(cfg: Config) -> online.Config:
+    """The own engine's Config for these GRPO settings: the same run directory, sampling, reward and schedule."""
+    shared = {k: getattr(cfg, k) for k in TrainEvalConfig.__dataclass_fields__}
+    cispo = cfg.loss_type == "cispo"
+    return online.Config(
+        **shared,
+        algorithm=cfg.algorithm,
+        advantage=ADVANTAGE[cfg.scale_rewards],
+        policy_loss="gspo" if cfg.importance_sampling_level == "sequence" else "cispo" if cispo else "clip",
+        loss_agg=AGGREGATION[cfg.loss_type],
+        batch_size=cfg.prompts_per_step,
+        samples_per_task=cfg.num_generations,
+        ppo_epochs=cfg.num_iterations,
+        minibatch_size=cfg.prompts_per_step * cfg.num_generations // cfg.steps_per_generation,
+        clip_eps=1.0 if cispo else cfg.clip_eps,  # TRL's CISPO bounds the weight above only
+        clip_eps_high=(cfg.clip_eps_high - 1 if cfg.clip_eps_high else 4.0) if cispo else cfg.clip_eps_high,
+        kl_coef=cfg.beta,
+        kl_estimator=cfg.kl_estimator,
+        kl_placement=cfg.kl_placement,
+        kl_every=cfg.kl_every,
+        entropy_coef=cfg.entropy_coef,
+        dynamic_sampling=cfg.dynamic_sampling,
+        max_refills=cfg.max_refills,
+        mask_truncated=cfg.mask_truncated_completions,
+        shared_prefix=cfg.shared_prefix,
+        adv_eps=1e-4,  # TRL's std floor
     )
 
 
 def train(cfg: Config) -> Path:
-    """Run GRPO with TRL; returns the run directory (adapter, config.json, metrics.jsonl, checkpoint-N/)."""
-    seed_everything(cfg.seed, cfg.threads)
-    out = cfg.run_dir
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out / "config.json", {"stage": "grpo", **config_to_dict(cfg)})
-    model, tokenizer = load_policy(starting_model_dir(cfg.init), load_in_4bit=cfg.load_in_4bit, trainable=True)
-    dataset = build_dataset(cfg, tokenizer)
-    funcs, _ = reward_functions(cfg)
-    args = grpo_args(cfg, out)
-    last = get_last_checkpoint(str(out)) if any(out.glob("checkpoint-*")) else None
-    best = out / "best" / "eval.json"
-    keeper = Keeper(cfg, out, json.loads(best.read_text()) if last and best.exists() else None, fresh=not last)
-    callback = metrics_callback(out, dict(zip(dataset["prompt"], dataset["task_id"], strict=True)), keeper)
-    trainer = GRPOTrainer(model=model, reward_funcs=funcs, args=args, train_dataset=dataset,
-                          processing_class=tokenizer, peft_config=lora_config(cfg), callbacks=[callback])  # fmt: skip
-    callback.trainer = trainer
-    if last:
-        print(f"resuming from {last}")
-        metrics.truncate_metrics(out / "metrics.jsonl", int(Path(last).name.split("-")[-1]))
-        metrics.truncate_metrics(out / "samples.jsonl", int(Path(last).name.split("-")[-1]))
-    else:
-        (out / "metrics.jsonl").unlink(missing_ok=True)
-        (out / "samples.jsonl").unlink(missing_ok=True)
-    trainer.train(resume_from_checkpoint=last)
-    write_rank_checksums(trainer.model, out)
-    if trainer.accelerator.is_main_process:
-        keeper.finish(trainer.accelerator.unwrap_model(trainer.model), tokenizer)
-    return out
+    """Run the configured GRPO variant on its backend; returns the run directory."""
+    if cfg.backend == "trl":
+        from codelib.trainers import grpo_trl  # TRL's trainer is imported only where it runs
+
+        return grpo_trl.train(cfg)
+    return online.train(engine_config(cfg), label=cfg.label, record={"backend": "own", **config_to_dict(cfg)})
 
 
 if __name__ == "__main__":

@@ -1,0 +1,190 @@
+"""The online engine's mechanisms, each pinned by numbers computed by hand, and each shown acting in a real step.
+
+A test here fails when its mechanism is inert: aggregation modes on rows of unequal length, GAE and the value
+advantage's sign, GSPO's gradient on an unclipped sequence, the KL estimators' gradients (k1 as a loss term refused),
+dual clip and clip-higher, dynamic sampling on accuracy, temperature in the log-probs, and a DAPO step on the tiny
+model whose ratio leaves 1 with a clip fraction above 0.
+"""
+
+import math
+
+import pytest
+import torch
+
+from codelib import rollout
+from codelib.algorithms import ALGORITHMS, AdvantageInput, aggregate, compute_advantages, parts_of, policy_loss
+from codelib.algorithms.advantages import gae_raw
+from codelib.algorithms.losses import check_kl, kl_estimate
+from codelib.params import read_jsonl
+from codelib.trainers import grpo, online, ppo, reinforce
+
+LOSS = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 0.0]])
+MASK = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])  # 3 tokens and 2 tokens
+
+
+@pytest.mark.parametrize(
+    "mode, expect",
+    [
+        ("token-mean", (1 + 2 + 3 + 4 + 5) / 5),  # 3.0: every token weighs the same
+        ("seq-mean-token-mean", (6 / 3 + 9 / 2) / 2),  # 3.25: every sequence weighs the same
+        ("seq-mean-token-sum", (6 + 9) / 2),  # 7.5: longer sequences weigh more
+        ("seq-mean-token-sum-norm", 15 / (2 * 4)),  # 1.875: Dr. GRPO, a constant N x max_tokens = 2 x 4
+    ],
+)
+def test_each_aggregation_on_rows_of_unequal_length(mode, expect):
+    assert float(aggregate(mode, LOSS, MASK, max_tokens=4)) == pytest.approx(expect)
+
+
+def test_aggregations_differ_only_when_lengths_differ():
+    equal = torch.ones(2, 3)
+    values = {m: float(aggregate(m, LOSS, equal, max_tokens=3)) for m in ("token-mean", "seq-mean-token-mean")}
+    assert values["token-mean"] == pytest.approx(values["seq-mean-token-mean"])
+
+
+def test_gae_by_hand_and_the_value_advantage_sign():
+    values, mask, r = torch.tensor([[0.2, 0.5, 0.7]]), torch.ones(1, 3), torch.tensor([1.0])
+    adv, ret = gae_raw(r, values, mask, gamma=0.9, lam=0.8)
+    # delta_2 = 1 - 0.7 = 0.3; delta_1 = 0.9*0.7 - 0.5 = 0.13; delta_0 = 0.9*0.5 - 0.2 = 0.25; gamma*lam = 0.72
+    a2, a1 = 0.3, 0.13 + 0.72 * 0.3
+    a0 = 0.25 + 0.72 * a1
+    assert adv[0].tolist() == pytest.approx([a0, a1, a2])
+    assert ret[0].tolist() == pytest.approx([a0 + 0.2, a1 + 0.5, a2 + 0.7])
+    adv, ret = gae_raw(r, values, mask, gamma=1.0, lam=1.0)
+    assert adv[0].tolist() == pytest.approx([0.8, 0.5, 0.3]) and ret[0].tolist() == pytest.approx([1.0, 1.0, 1.0])
+    # sign: a completion whose reward beats its value gets a positive advantage (r - V, not V - r), after whitening
+    x = AdvantageInput(torch.tensor([1.0, 0.0]), mask=torch.ones(2, 3), values=torch.full((2, 3), 0.5))
+    a = compute_advantages("gae", x)
+    assert (a[0] > 0).all() and (a[1] < 0).all()
+
+
+def test_gspo_gradient_on_an_unclipped_sequence():
+    logp_old = torch.tensor([[-1.0, -1.0]])
+    logp = torch.tensor([[-0.9, -1.1]], requires_grad=True)  # mean log-ratio 0: s = 1, inside 1 +- 3e-4
+    per_token, stats = policy_loss("gspo", logp, logp_old, torch.tensor([1.0]), torch.ones(1, 2), eps_low=3e-4,
+                                   eps_high=4e-4)  # fmt: skip
+    aggregate("seq-mean-token-mean", per_token, torch.ones(1, 2)).backward()
+    # loss = -A s, s = exp(mean_t log rho_t): d/d logp_t = -A s / |y| = -0.5 for each token
+    assert logp.grad[0].tolist() == pytest.approx([-0.5, -0.5])
+    assert stats["ratio_mean"] == pytest.approx(1.0) and stats["clip_frac"] == 0.0
+
+
+def test_clip_higher_dual_clip_and_where_the_clip_binds():
+    mask, old = torch.ones(1, 2), torch.zeros(1, 2)
+    logp = torch.log(torch.tensor([[1.25, 0.75]]))
+    adv = torch.tensor([[1.0, -1.0]])
+    # symmetric 0.2: token 1 min(1.25, 1.2) A = 1.2 (clip binds above), token 2: -min(-0.75, -0.8) = 0.8 (binds below)
+    loss, st = policy_loss("clip", logp, old, adv, mask, eps_low=0.2, eps_high=0.2)
+    assert loss[0].tolist() == pytest.approx([-1.2, 0.8])
+    assert (st["clip_frac_low"], st["clip_frac_high"], st["ratio_max"]) == (0.5, 0.5, pytest.approx(1.25))
+    loss, st = policy_loss("clip", logp, old, adv, mask, eps_low=0.2, eps_high=0.28)  # clip-higher: 1.25 < 1.28
+    assert loss[0].tolist() == pytest.approx([-1.25, 0.8]) and st["clip_frac_high"] == 0.0
+    big = torch.log(torch.tensor([[5.0]]))  # A < 0, ratio 5: PPO's loss 5, dual clip c = 3 bounds it at 3
+    assert float(policy_loss("clip", big, torch.zeros(1, 1), torch.tensor([[-1.0]]), torch.ones(1, 1))[0]) == 5.0
+    dual = policy_loss("clip", big, torch.zeros(1, 1), torch.tensor([[-1.0]]), torch.ones(1, 1), dual_clip=3.0)[0]
+    assert float(dual) == 3.0
+
+
+def test_cispo_every_token_keeps_a_gradient_and_pg_computes_no_ratio():
+    logp = torch.log(torch.tensor([[2.0, 0.5]])).requires_grad_()
+    per_token, st = policy_loss("cispo", logp, torch.zeros(1, 2), torch.tensor([1.0]), torch.ones(1, 2), eps_low=1.0,
+                                eps_high=0.5)  # fmt: skip
+    per_token.sum().backward()
+    assert logp.grad[0].tolist() == pytest.approx([-1.5, -0.5])  # -sg(min(rho, 1.5)) * A: clipped weight, live grad
+    assert st["clip_frac_high"] == 0.5
+    assert policy_loss("pg", logp, logp.detach(), torch.tensor([1.0]), torch.ones(1, 2))[1] == {}  # absent, not 0
+
+
+def test_kl_estimator_gradients_and_k1_in_the_loss_refused():
+    ref = torch.tensor([-1.5])
+    grads = {}
+    for k in ("k1", "k2", "k3"):
+        logp = torch.tensor([-1.0], requires_grad=True)
+        kl_estimate(logp, ref, k).sum().backward()
+        grads[k] = float(logp.grad)
+    # log r = ref - logp = -0.5: d k1/d logp = 1; d k2 = logp - ref = 0.5; d k3 = 1 - exp(log r)
+    assert grads == pytest.approx({"k1": 1.0, "k2": 0.5, "k3": 1 - math.exp(-0.5)})
+    with pytest.raises(ValueError, match="kl_placement: reward"):
+        check_kl("k1", "loss", 0.1)
+    check_kl("k1", "reward", 0.1)  # the unbiased pairing is available
+    with pytest.raises(ValueError, match="kl_placement: reward"):
+        online.Config(kl_coef=0.1, kl_estimator="k1", kl_placement="loss")
+
+
+def test_dynamic_sampling_drops_all_pass_groups_of_different_lengths():
+    n = 6
+    passed = [1.0, 1.0, 0.0, 1.0, 0.0, 0.0]  # G=2: all pass (lengths differ), mixed, all fail
+    rewards = [0.99, 0.97, -0.01, 0.98, -0.02, -0.03]  # pass - alpha * length: no two rewards equal
+    ro = rollout.Rollouts(tasks=["t"] * n, prompt_ids=[[1]] * n, completion_ids=[[2]] * n,
+                          texts=[f"a{i}" for i in range(n)], passed=torch.tensor(passed),
+                          test_fraction=torch.tensor(passed), lengths=torch.ones(n), rewards=torch.tensor(rewards),
+                          terms={}, generate_s=1.0, sandbox_s=0.5)  # fmt: skip
+    batch, st = rollout.fill_dynamic(ro, lambda r: ro, 2, groups_wanted=1, max_refills=0)
+    assert batch.texts == ["a2", "a3"] and st["groups_dropped"] == 2.0  # reward-equality would have dropped none
+
+
+def _tiny_llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                      num_key_value_heads=2, max_position_embeddings=64)  # fmt: skip
+    return LlamaForCausalLM(cfg).eval()
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_temperature_is_applied_in_the_log_probs(packed):
+    from codelib.logprobs import make_batch, token_logprobs
+
+    model = _tiny_llama()
+    batch = make_batch([[1, 2, 3], [1, 2, 3]], [[4, 5], [6, 7, 8]], pad_id=0)
+    with torch.no_grad():
+        got = token_logprobs(model, batch, packed=packed, temperature=0.5)
+        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1].float()
+        want = torch.log_softmax(logits / 0.5, -1).gather(-1, batch.input_ids[:, 1:, None]).squeeze(-1)
+        plain = token_logprobs(model, batch, packed=packed)
+    m = batch.completion_mask.bool()
+    assert torch.allclose(got[m], want[m], atol=1e-5) and not torch.allclose(got[m], plain[m], atol=1e-3)
+    with pytest.raises(ValueError, match="top_p"):
+        online.Config(top_p=0.9)
+
+
+def test_registry_rows_resolve_and_presets_name_their_algorithm():
+    for name in ALGORITHMS:
+        parts_of(name)
+    assert reinforce.Config(baseline="rloo", samples_per_task=2).algorithm == "rloo"
+    assert ppo.Config(critic="value_head").advantage == "gae"
+    dapo = grpo.Config(clip_eps_high=0.28, dynamic_sampling=True, steps_per_generation=4, prompts_per_step=4,
+                       num_generations=4)  # fmt: skip
+    eng = grpo.engine_config(dapo)
+    assert (eng.algorithm, eng.loss_agg, eng.minibatch_size, eng.clip_eps_high) == ("dapo", "token-mean", 4, 0.28)
+    with pytest.raises(ValueError, match="backend: trl"):
+        grpo.Config(loss_type="sapo")
+    with pytest.raises(ValueError, match="no importance ratio"):
+        online.Config(algorithm="reinforce", ppo_epochs=2)
+
+
+SMALL = dict(profile="test", max_new_tokens=16, save_every=1, report_to="none", limit=32, threads=1,
+             rewards={"pass": 1.0, "length": {"alpha": 1.0}})  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_dapo_step_moves_the_ratio_and_the_clip_binds(tiny_sft):
+    """Four minibatch updates per rollout: from the second on the policy has moved, the ratio leaves 1 and
+    clip-higher binds; with one update per rollout the same step measures a ratio of exactly 1 (inert clip)."""
+    common = dict(SMALL, init=str(tiny_sft), steps=1, prompts_per_step=4, num_generations=4, learning_rate=5e-2,
+                  loss_type="dapo", clip_eps_high=0.28)  # fmt: skip
+    run = grpo.train(grpo.Config(stage="dapo_moves", steps_per_generation=4, **common))
+    row = read_jsonl(run / "metrics.jsonl")[-1]
+    assert row["updates"] == 4 and row["ratio_max"] > 1.0 and row["clip_frac"] > 0
+    assert {"clip_frac_low", "clip_frac_high", "ratio_mean", "entropy", "zero_std_frac"} <= set(row)
+    run = grpo.train(grpo.Config(stage="dapo_inert", steps_per_generation=1, **common))
+    row = read_jsonl(run / "metrics.jsonl")[-1]
+    assert row["updates"] == 1 and row["ratio_max"] == 1.0 and row["clip_frac"] == 0.0
+
+
+@pytest.mark.slow
+def test_reinforce_logs_entropy_and_no_ratio(tiny_sft):
+    cfg = reinforce.Config(**SMALL, init=str(tiny_sft), stage="rf_absent", steps=1, batch_size=4, baseline="none")
+    row = read_jsonl(reinforce.train(cfg) / "metrics.jsonl")[-1]
+    assert "entropy" in row and row["entropy"] > 0
+    assert "clip_frac" not in row and "ratio_mean" not in row  # a quantity REINFORCE does not compute is absent
