@@ -1,12 +1,15 @@
-"""Hub-only adapters: the full CodeContests, TACO-verified and LiveCodeBench, read in their own schemas.
+"""Hub-only adapters: the full CodeContests, TACO-verified and LiveCodeBench, read in their own schemas, each task
+judged by its benchmark's own rules (`Task.compare`, see codelib/sandbox/compare.py and docs/datasets.md).
 
-A record that does not match its schema raises TaskError naming it; a well-formed record this sandbox cannot judge
-(file input/output, no tests at all) is skipped with one warning per load. `codelib.tasks.load_tasks` is the way in.
+A record that does not match its schema, or that this sandbox cannot judge (file input/output, no tests at all), is
+skipped and counted; one warning per load says how many and why (`strict=True` raises TaskError at the first bad
+record instead). `codelib.tasks.load_tasks` is the way in.
 """
 
 from __future__ import annotations
 
 import base64
+import collections
 import json
 import math
 import pickletools
@@ -14,26 +17,80 @@ import re
 import warnings
 import zlib
 from datetime import datetime
+from pathlib import Path
 
 from codelib import task as base
-from codelib.task import STDIO_INSTRUCTION, Task, TaskError, make_task
+from codelib.sandbox import compare
+from codelib.task import STDIO_INSTRUCTION, Task, TaskError, big_ints, make_task
 
 # ---------------------------------------------------------------------------------------------------------------
-# hub-only adapters: the full CodeContests, TACO-verified and LiveCodeBench, read in their own schemas. A record
-# that does not match the schema raises TaskError naming it; a well-formed record this sandbox cannot judge (file
-# input/output, no tests at all) is skipped with one warning per load.
+# reading many records: one bad record costs that record, not the load
+
+
+class Skip(Exception):
+    """Raised by a record's builder: a well-formed record left out on purpose, for `reason`."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Rows:
+    """Tasks built record by record: a record whose builder raises is skipped and counted (or, strict, re-raised as
+    a TaskError naming it); `done()` warns once with the counts and an example of each reason."""
+
+    def __init__(self, dataset: str, strict: bool = False):
+        self.dataset, self.strict = dataset, strict
+        self.tasks: list[Task] = []
+        self.seen = 0
+        self.skipped: dict[str, list[str]] = collections.defaultdict(list)
+
+    def add(self, record_id: str, build, *args, none_means: str | None = "have no tests") -> Task | None:
+        """`build(*args)`'s Task, kept. None from the builder is a skip for the reason `none_means` (None: the
+        record is not this load's at all, e.g. outside a date window: neither counted nor reported); `Skip(reason)`
+        raised by the builder is a skip for that reason."""
+        self.seen += 1
+        try:
+            task = build(*args)
+        except Skip as e:
+            self.skip(e.reason, record_id)
+            return None
+        except TaskError as e:
+            return self._bad(str(e), e)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as e:
+            return self._bad(f"{self.dataset} record {record_id}: {type(e).__name__}: {e}"[:300], e)
+        if task is not None:
+            self.tasks.append(task)
+        elif none_means is None:
+            self.seen -= 1
+        else:
+            self.skip(none_means, record_id)
+        return task
+
+    def skip(self, reason: str, record_id: str) -> None:
+        """A well-formed record left out on purpose (no tests, files for input): counted, never an error."""
+        self.skipped[reason].append(record_id)
+
+    def _bad(self, message: str, error: Exception) -> None:
+        if self.strict:
+            raise TaskError(message) from error
+        self.skipped["could not be read"].append(message)
+        return None
+
+    def done(self) -> list[Task]:
+        parts = [f"{len(ids)} that {reason} (e.g. {ids[0]})" for reason, ids in self.skipped.items() if ids]
+        if parts:
+            n = sum(len(ids) for ids in self.skipped.values())
+            hint = "; strict=True raises at the first unreadable one" if self.skipped.get("could not be read") else ""
+            warnings.warn(f"{self.dataset}: skipped {n} of {self.seen} records: {'; '.join(parts)}{hint}",
+                          stacklevel=3)  # fmt: skip
+        return self.tasks
 
 
 def _need(dataset: str, record_id, record: dict, *keys: str) -> None:
     missing = [k for k in keys if k not in record]
     if missing:
         raise TaskError(f"{dataset} record {record_id}: it lacks the field(s) {', '.join(missing)}")
-
-
-def _skipped(dataset: str, skipped: dict[str, list]) -> None:
-    for reason, ids in skipped.items():
-        if ids:
-            warnings.warn(f"{dataset}: skipped {len(ids)} problem(s) that {reason} (e.g. {ids[0]})", stacklevel=3)
 
 
 def _cases(dataset: str, record_id, inputs, outputs, what: str) -> list[dict]:
@@ -49,37 +106,19 @@ def _cases(dataset: str, record_id, inputs, outputs, what: str) -> list[dict]:
     return cases
 
 
-def _py(value) -> str:
-    """A Python literal for a JSON value (repr, except the floats JSON allows and repr cannot write back)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return f"float({str(value)!r})"
-    if isinstance(value, list):
-        return "[" + ", ".join(_py(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{_py(k)}: {_py(v)}" for k, v in value.items()) + "}"
-    return repr(value)
-
-
 # What LiveCodeBench's and TACO's harnesses put before a call-based program (lcb_runner's `import_string`): starter
 # code uses `List[int]` and solutions use `deque`, `gcd`, ... without importing them. Function-task prompts start
 # with it, so the program the sandbox runs has it too.
-CALL_PREAMBLE = (
-    "from string import *\nfrom re import *\nfrom datetime import *\nfrom collections import *\n"
-    "from heapq import *\nfrom bisect import *\nfrom copy import *\nfrom math import *\nfrom random import *\n"
-    "from statistics import *\nfrom itertools import *\nfrom functools import *\nfrom operator import *\n"
-    "from io import *\nfrom sys import *\nfrom json import *\nfrom builtins import *\nfrom typing import *\n"
-    "import string, re, datetime, collections, heapq, bisect, copy, math, random, statistics, itertools\n"
-    "import functools, operator, io, sys, json\nsys.setrecursionlimit(50000)\n"
-)
+CALL_PREAMBLE = compare.LCB_PRELUDE
 
 
-def _call_prompt(statement: str, starter_code: str, call: str) -> str:
-    """A function-task prompt: the preamble, then the statement and starter code as a docstring (raw, so the
+def _call_prompt(statement: str, starter_code: str, call: str, preamble: str = CALL_PREAMBLE) -> str:
+    """A calls-task prompt: the harness's preamble, then the statement and starter code as a docstring (raw, so the
     statement's backslashes stay as written); the completion is the whole solution, as for MBPP."""
     text = statement.replace("\x00", "").replace('"""', "'''").strip()
     starter = starter_code.replace('"""', "'''").rstrip()
     text += f"\n\nComplete this starter code (the tests call {call}):\n\n{starter}\n" if starter else "\n"
-    return CALL_PREAMBLE + '\nr"""\n' + text + '"""\n'
+    return preamble + '\nr"""\n' + text + '"""\n'
 
 
 def _seconds(text) -> float | None:
@@ -149,56 +188,98 @@ def codecontests_task(record: dict) -> Task | None:
         time_limit_s=time_limit_s,
         memory_limit_mb=int(math.ceil(memory / 2**20)) if isinstance(memory, int) and memory > 0 else None,
         public_tests=json.dumps(public),
+        compare="codecontests",
     )
 
 
-def load_codecontests(split: str) -> list[Task]:
+def load_codecontests(split: str, strict: bool = False) -> list[Task]:
+    """The hub's CodeContests split. Problem names repeat across sources (the same title on two judges), so the n-th
+    problem of a name that was already seen gets "#n" after it: ids are unique and stable for a given split."""
     if split not in CODECONTESTS_SPLITS:
         raise ValueError(f"codecontests (hub) has splits {', '.join(CODECONTESTS_SPLITS)}; not {split!r}")
-    tasks, skipped = [], {"read or write files, or have no tests": []}
+    rows, seen = Rows("codecontests", strict), collections.Counter()
     for record in base.hub_records("deepmind/code_contests", split=CODECONTESTS_SPLITS[split]):
-        task = codecontests_task(record)
-        if task is None:
-            skipped["read or write files, or have no tests"].append(record.get("name"))
-        else:
-            tasks.append(task)
-    _skipped("codecontests", skipped)
-    return tasks
+        name = record.get("name") if isinstance(record, dict) else None
+        task = rows.add(repr(name), codecontests_task, record, none_means="read or write files, or have no tests")
+        if task is not None:
+            seen[task.task_id] += 1
+            if seen[task.task_id] > 1:
+                rows.tasks[-1] = _renamed(task, f"{task.task_id}#{seen[task.task_id]}")
+    return rows.done()
+
+
+def _renamed(task: Task, task_id: str) -> Task:
+    from dataclasses import replace
+
+    return replace(task, task_id=task_id)
 
 
 # TACO-verified (likaixin/TACO-verified, MIT; derived from BAAI/TACO, Apache 2.0): TACO's train problems with only
-# the solutions that pass their tests, one hub split ("train"). Schema (TACO's): question, solutions (here a list
-# of Python programs), starter_code, input_output (a JSON string {inputs, outputs, fn_name?}), difficulty, source,
-# url, time_limit / memory_limit (text: "2 seconds", "256 megabytes"), tags, skill_types, ...; `id` when present.
-# No fn_name: stdin/stdout, inputs/outputs are texts. fn_name: call-based, inputs[i] is the argument list and
-# outputs[i] the result, often wrapped in a one-element list (TACO's harness accepts either; so do the tests here).
+# the solutions that pass their tests, one hub split ("train"), stored as ONE JSON array (1.93 GB) of records with an
+# `id`. Schema (TACO's): id, question, solutions (here a list of Python programs), starter_code, input_output (a JSON
+# string {inputs, outputs, fn_name?}), difficulty, source, url, time_limit / memory_limit (text: "2 seconds",
+# "256 megabytes"), tags, skill_types, ... No fn_name: stdin/stdout, inputs/outputs are texts (or lists of lines).
+# fn_name: call-based, inputs[i] is the argument list and outputs[i] the result, often wrapped in a one-element list
+# (TACO's harness accepts either: compare.taco_value). `datasets` reads that file through pandas at ~6.4x its size,
+# so the loader downloads the file and reads it record by record (`json_records`).
+TACO_REPO = "likaixin/TACO-verified"
 TACO_SPLITS = ("train", "all")
 _TACO_FIELDS = ("question", "solutions", "starter_code", "input_output")
-_TACO_EQUAL = (
-    "def _taco_equal(got, want):  # TACO's rule: a tuple is its list; the expected value may be wrapped in a list\n"
-    "    got = list(got) if isinstance(got, tuple) else got\n"
-    "    return got == want or (isinstance(want, list) and len(want) == 1 and got == want[0])\n\n"
-)
+READ_CHARS = 1 << 20  # json_records reads this much text at a time (more while one record is longer)
 
 
-def _int_keys(value):
-    """TACO's process_input_output: JSON made int dict keys strings; a singleton list of one dict gets them back."""
-    if isinstance(value, list) and value and isinstance(value[0], dict):
-        try:
-            return [{int(k): v for k, v in value[0].items()}] + value[1:]
-        except ValueError:
-            return value
-    return value
+def json_records(path):
+    """The records of a file holding one JSON array of objects, or JSON lines, read a piece at a time: memory holds
+    the records not yet returned and about twice the longest record, never the whole file's text.
+
+    >>> import tempfile, os; f = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+    >>> _ = f.write('[{"id": 1}, {"id": 2}]'); f.close(); [r["id"] for r in json_records(f.name)]; os.unlink(f.name)
+    [1, 2]
+    """
+    decoder = json.JSONDecoder()
+    with open(path, encoding="utf-8") as f, big_ints():
+        buf, at, eof, want = "", 0, False, READ_CHARS
+        started = False
+        while True:
+            while at < len(buf) and buf[at] in " \t\r\n,":
+                at += 1
+            if not started and at < len(buf) and buf[at] == "[":
+                at, started = at + 1, True
+                continue
+            if at < len(buf) and buf[at] == "]":
+                return
+            if at >= len(buf) or want > len(buf) - at:
+                if eof:
+                    if at >= len(buf):
+                        return
+                else:
+                    more = f.read(max(READ_CHARS, want))
+                    eof = not more
+                    buf, at = buf[at:] + more, 0
+                    continue
+            try:
+                record, end = decoder.raw_decode(buf, at)
+            except json.JSONDecodeError as e:
+                if eof:
+                    raise TaskError(f"{path}: not a JSON array or JSON lines of records ({e})") from None
+                want = 2 * (len(buf) - at)  # the record is longer than what is read: read as much again, then retry
+                continue
+            started, want, at = True, READ_CHARS, end
+            yield record
 
 
 def taco_task(record: dict, index: int) -> Task | None:
-    """One TACO-verified record as a Task: stdio, or function (fn_name: asserts calling it) (None: no tests)."""
+    """One TACO-verified record as a Task: stdio, or calls (fn_name: `fn` or `Solution.fn`) (None: no tests).
+    Judged by TACO's rules (compare "taco"); the problem's time and memory limits are carried (see limits_for)."""
+    if not isinstance(record, dict):
+        raise TaskError(f"taco record {index}: a record must be a JSON object, not {type(record).__name__}")
     task_id = f"taco/{record.get('id', index)}"
     _need("taco", task_id, record, *_TACO_FIELDS)
     try:
-        io = json.loads(record["input_output"]) if record["input_output"] else {}
+        with big_ints():
+            io = json.loads(record["input_output"]) if record["input_output"] else {}
     except (TypeError, ValueError) as e:
-        raise TaskError(f"taco record {task_id}: input_output is not JSON ({e})") from None
+        raise TaskError(f"taco record {task_id}: input_output is not JSON ({str(e)[:200]})") from None
     if not isinstance(io, dict):
         raise TaskError(f"taco record {task_id}: input_output must be a JSON object {{inputs, outputs, fn_name}}")
     if not io.get("inputs"):
@@ -211,59 +292,60 @@ def taco_task(record: dict, index: int) -> Task | None:
     question = record["question"]
     if not isinstance(question, str) or not question.strip():
         raise TaskError(f"taco record {task_id}: question must be a non-empty string")
-    limits = dict(
-        time_limit_s=_seconds(record.get("time_limit")), memory_limit_mb=_megabytes(record.get("memory_limit"))
+    common = dict(
+        task_id=task_id,
+        canonical_solution=solutions[0] if solutions else "",
+        time_limit_s=_seconds(record.get("time_limit")),
+        memory_limit_mb=_megabytes(record.get("memory_limit")),
+        compare="taco",
     )
     fn_name = io.get("fn_name")
     if not fn_name:
         cases = _cases("taco", task_id, io.get("inputs"), io.get("outputs"), "input_output's inputs/outputs")
-        return make_task(
-            "taco",
-            task_id=task_id,
-            prompt=question.strip() + STDIO_INSTRUCTION,
-            tests=json.dumps(cases),
-            entry_point="",
-            canonical_solution=solutions[0] if solutions else "",
-            kind="stdio",
-            **limits,
-        )
+        with big_ints():
+            tests = json.dumps(cases)
+        return make_task("taco", prompt=question.strip() + STDIO_INSTRUCTION, tests=tests, entry_point="",
+                         kind="stdio", **common)  # fmt: skip
     inputs, outputs = io.get("inputs"), io.get("outputs")
     if not isinstance(fn_name, str) or not fn_name.isidentifier():
         raise TaskError(f"taco record {task_id}: fn_name {fn_name!r} is not a Python name")
     if not isinstance(inputs, list) or not isinstance(outputs, list) or len(inputs) != len(outputs):
         raise TaskError(f"taco record {task_id}: input_output's inputs/outputs must be two lists of equal length")
+    if not all(isinstance(args, list) for args in inputs):
+        raise TaskError(f"taco record {task_id}: a call-based input must be the list of arguments")
     starter = record["starter_code"] or ""
+    # TACO's harness calls Solution().fn when the program defines `class Solution` (LeetCode), else fn
     in_class = "class Solution" in starter or (not starter.strip() and any("class Solution" in c for c in solutions))
+    entry = f"Solution.{fn_name}" if in_class else fn_name
+    with big_ints():  # the arguments stay data: one JSON value per line, parsed by the judge at run time
+        cases = [{"input": "\n".join(json.dumps(a) for a in args), "output": json.dumps(want)}
+                 for args, want in zip(inputs, outputs, strict=True)]  # fmt: skip
+        tests = json.dumps(cases)
     call = f"Solution().{fn_name}" if in_class else fn_name
-    asserts = []
-    for args, want in zip(inputs, outputs, strict=True):
-        args = _int_keys(args)
-        if not isinstance(args, list):
-            raise TaskError(f"taco record {task_id}: a call-based input must be the list of arguments")
-        asserts.append(f"assert _taco_equal({call}({', '.join(_py(a) for a in args)}), {_py(_int_keys(want))})")
-    return make_task(
-        "taco",
-        task_id=task_id,
-        prompt=_call_prompt(question, starter, call + "(...)"),
-        tests=_TACO_EQUAL + "\n".join(asserts) + "\n",
-        entry_point=fn_name,
-        canonical_solution=solutions[0] if solutions else "",
-        **limits,
-    )
+    return make_task("taco", prompt=_call_prompt(question, starter, call + "(...)", compare.TACO_PRELUDE),
+                     tests=tests, entry_point=entry, kind="calls", **common)  # fmt: skip
 
 
-def load_taco(split: str, source: str) -> list[Task]:
+def taco_file() -> Path:
+    """The TACO-verified JSON file from the hub (downloaded once into the hub cache); tests replace this."""
+    from huggingface_hub import HfApi, hf_hub_download  # imported lazily: only the hub path needs it
+
+    names = [n for n in HfApi().list_repo_files(TACO_REPO, repo_type="dataset") if n.endswith((".json", ".jsonl"))]
+    if len(names) != 1:
+        raise TaskError(f"{TACO_REPO}: expected one JSON file in the repository, found {names}")
+    return Path(hf_hub_download(TACO_REPO, names[0], repo_type="dataset"))
+
+
+def load_taco(split: str, source: str, strict: bool = False, path: str | None = None) -> list[Task]:
+    """TACO-verified's problems, read record by record from `path` (a JSON array or JSON lines file in TACO's
+    schema), or from the hub's file when no path is given."""
     if split not in TACO_SPLITS:
         raise ValueError(f"taco has splits {', '.join(TACO_SPLITS)} (the hub's one split, all of it); not {split!r}")
-    tasks, skipped = [], {"have no tests": []}
-    for index, record in enumerate(base.hub_records("likaixin/TACO-verified", split="train")):
-        task = taco_task(record, index)
-        if task is None:
-            skipped["have no tests"].append(f"taco/{record.get('id', index)}")
-        else:
-            tasks.append(task)
-    _skipped("taco", skipped)
-    return tasks
+    rows = Rows("taco", strict)
+    for index, record in enumerate(json_records(path or base.hub_file(TACO_REPO, taco_file))):
+        rid = f"taco/{record.get('id', index)}" if isinstance(record, dict) else f"taco/{index}"
+        rows.add(rid, taco_task, record, index)
+    return rows.done()
 
 
 # LiveCodeBench (livecodebench/code_generation_lite; problems from LeetCode, AtCoder, Codeforces, each with its
@@ -335,23 +417,13 @@ def _lcb_cases(record_id: str, tests, kind: str, what: str) -> list:
     return tests
 
 
-def _lcb_asserts(record_id: str, tests: list, func: str) -> str:
-    lines = []
-    for t in tests:
-        try:
-            args = [json.loads(line) for line in str(t["input"]).split("\n")]
-            want = json.loads(t["output"])
-        except ValueError as e:
-            raise TaskError(f"livecodebench record {record_id}: a functional test is not JSON ({e})") from None
-        lines.append(f"assert Solution().{func}({', '.join(_py(a) for a in args)}) == {_py(want)}")
-    return "\n".join(lines) + "\n"
-
-
 def livecodebench_task(record: dict) -> Task:
-    """One code_generation_lite record as a Task: stdio (JSON cases) or function (asserts on Solution().func).
+    """One code_generation_lite record as a Task: stdio (JSON cases) or calls (`Solution.func`: each test's arguments
+    one JSON value per line, parsed by the judge at run time, one test at a time, each with its own time budget).
 
     The verdict runs public + private tests, as lcb_runner grades; `public_tests` holds the public ones (feedback).
-    Comparison: stdio outputs token by token as the sandbox compares every stdio task; functional results with ==.
+    Comparison: lcb_runner's (compare "lcb": stdout line by line with Decimal equality; results with a tuple taken as
+    a list, then ==).
     """
     record_id = str(record.get("question_id", "?"))
     _need("livecodebench", record_id, record, *_LCB_FIELDS)
@@ -362,29 +434,50 @@ def livecodebench_task(record: dict) -> Task:
         raise TaskError(f"livecodebench record {record_id}: public_test_cases / metadata are not JSON ({e})") from None
     private = decode_lcb_tests(record["private_test_cases"], record_id)
     func = metadata.get("func_name") if isinstance(metadata, dict) else None
-    kind = "function" if func else "stdio"
+    kind = "calls" if func else "stdio"
     public = _lcb_cases(record_id, public, kind, "public_test_cases")
     private = _lcb_cases(record_id, private, kind, "private_test_cases")
-    fields = dict(task_id=f"livecodebench/{record_id}", canonical_solution="", kind=kind)
+    cases = [{"input": t["input"], "output": t["output"]} for t in public + private]
+    if not all(isinstance(c["input"], str) and isinstance(c["output"], str) for c in cases):
+        raise TaskError(f"livecodebench record {record_id}: a test's input and output must be strings")
+    with big_ints():
+        tests, public_tests = json.dumps(cases), json.dumps(cases[: len(public)])
+    fields = dict(task_id=f"livecodebench/{record_id}", canonical_solution="", kind=kind, tests=tests,
+                  public_tests=public_tests, compare="lcb")  # fmt: skip
     if kind == "stdio":
-        cases = [{"input": t["input"], "output": t["output"]} for t in public + private]
-        return make_task(
-            "livecodebench",
-            prompt=record["question_content"].strip() + STDIO_INSTRUCTION,
-            tests=json.dumps(cases),
-            entry_point="",
-            public_tests=json.dumps(cases[: len(public)]),
-            **fields,
-        )
+        return make_task("livecodebench", prompt=record["question_content"].strip() + STDIO_INSTRUCTION,
+                         entry_point="", **fields)  # fmt: skip
     if not isinstance(func, str) or not func.isidentifier():
         raise TaskError(f"livecodebench record {record_id}: metadata's func_name {func!r} is not a Python name")
-    return make_task(
-        "livecodebench",
-        prompt=_call_prompt(record["question_content"], record["starter_code"] or "", f"Solution().{func}(...)"),
-        tests=_lcb_asserts(record_id, public + private, func),
-        entry_point=func,
-        public_tests=_lcb_asserts(record_id, public, func),
-        **fields,
+    starter = record["starter_code"] or ""
+    # lcb_runner calls Solution().func when the program defines `class Solution` (every LeetCode starter does)
+    entry = f"Solution.{func}" if "class Solution" in starter or not starter.strip() else func
+    call = f"Solution().{func}" if entry.startswith("Solution.") else func
+    return make_task("livecodebench", prompt=_call_prompt(record["question_content"], starter, call + "(...)"),
+                     entry_point=entry, **fields)  # fmt: skip
+
+
+# LiveCodeBench's published errata (ERRATA.md in the LiveCodeBench repository): problems whose tests accept only one
+# of several right answers, interactive problems, and problems with wrong tests. `exclude_errata=True` leaves them
+# out; ids are question_ids (AtCoder) or LeetCode title slugs, matched against question_id and question_title.
+LCB_ERRATA = {
+    "multiple solutions accepted": ("abc311_c", "abc326_d", "abc327_b", "abc333_e", "abc343_e", "abc362_c",
+                                    "find-words-containing-character", "find-the-peaks",
+                                    "generate-binary-strings-without-adjacent-zeros", "arc185_c", "abc343_a"),
+    "interactive": ("abc337_e", "abc355_e"),
+    "erroneous tests": ("abc350_c", "apply-operations-to-make-string-empty", "most-frequent-ids", "arc189_a"),
+}  # fmt: skip
+_LCB_ERRATA_IDS = frozenset(i for ids in LCB_ERRATA.values() for i in ids)
+
+
+def _slug(title: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", str(title).lower()).strip("-")
+
+
+def in_lcb_errata(record: dict) -> bool:
+    """Whether a record is one of LiveCodeBench's published errata (by question_id or title slug)."""
+    return (
+        str(record.get("question_id")) in _LCB_ERRATA_IDS or _slug(record.get("question_title", "")) in _LCB_ERRATA_IDS
     )
 
 
@@ -397,31 +490,58 @@ def _day(value: str | None, option: str) -> datetime | None:
         raise ValueError(f"livecodebench {option} must be a date YYYY-MM-DD, not {value!r}") from None
 
 
+def _flag(value, option: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if str(value).lower() in ("1", "true", "yes"):
+        return True
+    if str(value).lower() in ("0", "false", "no", ""):
+        return False
+    raise ValueError(f"livecodebench {option} must be true or false, not {value!r}")
+
+
+def _contest_date(record: dict) -> datetime:
+    try:
+        return datetime.fromisoformat(str(record.get("contest_date")))
+    except ValueError:
+        raise TaskError(
+            f"livecodebench record {record.get('question_id', '?')}: contest_date "
+            f"{record.get('contest_date')!r} is not an ISO date"
+        ) from None
+
+
+def _lcb_task_in(record: dict, start, end, errata: bool) -> Task | None:
+    """The record's Task when its date lies in the window (and it is not an erratum left out), else None; the date
+    is read first, so records outside the window never have their tests decoded."""
+    date = _contest_date(record)
+    if (start and date < start) or (end and date > end):
+        return None
+    if errata and in_lcb_errata(record):
+        raise Skip("are in LiveCodeBench's errata")
+    return livecodebench_task(record)
+
+
 def load_livecodebench(
     split: str,
     source: str,
     release_version: str = "release_v6",
     start_date: str | None = None,
     end_date: str | None = None,
+    exclude_errata=False,
+    strict: bool = False,
 ) -> list[Task]:
     """Problems of `release_version` whose contest_date lies in [start_date, end_date] (each optional, inclusive,
-    compared as lcb_runner does: dates at midnight)."""
+    compared as lcb_runner does: dates at midnight), without the published errata when `exclude_errata`. The window
+    is applied as records are read, before a record's tests are decoded."""
     if split not in LCB_SPLITS:
         raise ValueError(f"livecodebench has splits {', '.join(LCB_SPLITS)} (the same problems); not {split!r}")
     if release_version not in LCB_RELEASES:
         raise ValueError(f"livecodebench release_version {release_version!r} is not one of {', '.join(LCB_RELEASES)}")
     start, end = _day(start_date, "start_date"), _day(end_date, "end_date")
+    errata = _flag(exclude_errata, "exclude_errata")
     files = [f"{LCB_REPO}/{name}" for name in LCB_RELEASES[release_version]]
-    tasks = []
+    rows = Rows("livecodebench", strict)
     for record in base.hub_records("json", data_files=files, split="train"):
-        try:
-            date = datetime.fromisoformat(str(record.get("contest_date")))
-        except ValueError:
-            raise TaskError(
-                f"livecodebench record {record.get('question_id', '?')}: contest_date "
-                f"{record.get('contest_date')!r} is not an ISO date"
-            ) from None
-        if (start and date < start) or (end and date > end):
-            continue
-        tasks.append(livecodebench_task(record))
-    return tasks
+        rid = str(record.get("question_id", "?")) if isinstance(record, dict) else "?"
+        rows.add(rid, _lcb_task_in, record, start, end, errata, none_means=None)
+    return rows.done()

@@ -6,11 +6,13 @@
 
 from __future__ import annotations
 
-import gzip
-import json
+import contextlib
 import math
+import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
+
+from codelib import jsonl
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 STDIO_INSTRUCTION = "\n\nWrite a Python 3 program that reads the input from standard input and prints the answer.\n"
@@ -22,15 +24,18 @@ class Task:
 
     task_id: str
     prompt: str  # function tasks: a code prefix the completion continues; stdio: the statement
-    tests: str  # function: code defining check(candidate) or bare asserts; stdio: JSON [{"input", "output"}]
-    entry_point: str  # the function under test ("" for stdio)
-    canonical_solution: str  # a continuation of `prompt` that passes `tests`
-    kind: str = "function"  # "function" | "stdio"
+    # function: code defining check(candidate) or bare asserts; stdio: JSON [{"input", "output"}] (texts);
+    # calls: JSON [{"input": one JSON value per line (the arguments), "output": the JSON result}]
+    tests: str
+    entry_point: str  # the function under test ("" for stdio; calls: "func" or "Solution.method")
+    canonical_solution: str  # a continuation of `prompt` that passes `tests` ("" when the dataset has none)
+    kind: str = "function"  # "function" | "stdio" | "calls"
     plus_inputs: str = ""  # JSON list of argument lists (HumanEval+/MBPP+ extra inputs), "" if none
     atol: float = 0.0  # float tolerance when comparing outputs on plus_inputs
     time_limit_s: float | None = None  # the problem's own time limit (TACO, CodeContests); see limits_for
     memory_limit_mb: int | None = None  # the problem's own memory limit (TACO, CodeContests); see limits_for
     public_tests: str = ""  # tests shown with the problem, same format as `tests` (feedback); "" if none
+    compare: str = ""  # how outputs are judged: a name in codelib.sandbox.compare.COMPARATORS ("" = the default)
 
     def to_dict(self) -> dict:
         """The fields as a dict (every field is an immutable scalar, so no deep copy is needed: `asdict` was ~35 us
@@ -80,21 +85,26 @@ def program_for(task: Task, completion: str) -> str:
     """The program the sandbox runs to check `completion` on a function task (stdio: the completion)."""
     if task.kind == "stdio":
         return completion
+    if task.kind == "calls":  # the tests are data, called one at a time by the judge
+        return task.prompt + completion
     program = task.prompt + completion + "\n\n" + task.tests
     if "def check(" in task.tests:
         program += f"\n\ncheck({task.entry_point})\n"
     return program
 
 
+KINDS = ("function", "stdio", "calls")
+
+
 def make_task(dataset: str, **fields) -> Task:
     """Build a Task, rejecting records without tests or without an entry point."""
     task_id = fields.get("task_id", "?")
     kind = fields.get("kind", "function")
-    if kind not in ("function", "stdio"):
-        raise TaskError(f"{dataset} record {task_id}: kind must be 'function' or 'stdio', not {kind!r}")
+    if kind not in KINDS:
+        raise TaskError(f"{dataset} record {task_id}: kind must be one of {', '.join(KINDS)}, not {kind!r}")
     if not str(fields.get("tests", "")).strip() or fields.get("tests") == "[]":
         raise TaskError(f"{dataset} record {task_id}: it has no tests; every task needs tests to be judged")
-    if kind == "function" and not fields.get("entry_point"):
+    if kind != "stdio" and not fields.get("entry_point"):
         raise TaskError(f"{dataset} record {task_id}: it has no entry_point (the function the tests call)")
     if not fields.get("prompt"):
         raise TaskError(f"{dataset} record {task_id}: it has an empty prompt")
@@ -105,18 +115,35 @@ def make_task(dataset: str, **fields) -> Task:
 # readers: bundled files or the hub
 
 
+@contextlib.contextmanager
+def big_ints():
+    """Lift Python's int <-> str digit limit (4300 digits) while parsing or writing dataset records: a test with an
+    integer of 5000 digits is data (the limit guards against hostile text; a dataset file is not that)."""
+    old = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        yield
+    finally:
+        sys.set_int_max_str_digits(old)
+
+
 def read_jsonl(path: Path) -> list[dict]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    """A bundled data file's records (codelib.jsonl's reader, strict: a missing file or a bad line is an error)."""
+    return jsonl.read_jsonl(path, strict=True)
 
 
 def read_ids(path: Path) -> list[str]:
     return path.read_text().split()
 
 
-def hub_records(name: str, *args, split: str, **kwargs) -> list[dict]:
-    """The records of a hub dataset's split (`datasets.load_dataset`); tests replace this to answer offline."""
+def hub_records(name: str, *args, split: str, **kwargs):
+    """The records of a hub dataset's split (`datasets.load_dataset`), an iterable of dicts read one at a time from
+    the memory-mapped cache (not a list: a loader that filters keeps only what it keeps); tests replace this."""
     import datasets  # imported lazily: only the hub path needs it
 
-    return list(datasets.load_dataset(name, *args, split=split, **kwargs))
+    return datasets.load_dataset(name, *args, split=split, **kwargs)
+
+
+def hub_file(repo: str, resolve) -> Path:
+    """A file of a hub dataset repository, as `resolve()` downloads it; tests replace this to answer offline."""
+    return resolve()

@@ -52,7 +52,7 @@ def _humaneval_split(records: list[dict], split: str) -> list[dict]:
     return [r for r in records if r["task_id"] in keep]
 
 
-def _humaneval(split: str, source: str) -> list[Task]:
+def _humaneval(split: str, source: str, strict: bool = False) -> list[Task]:
     if source == "hub":
         records = base.hub_records("openai/openai_humaneval", split="test")
     else:
@@ -70,11 +70,10 @@ def _humaneval(split: str, source: str) -> list[Task]:
     ]
 
 
-def _humaneval_plus(split: str, source: str) -> list[Task]:
+def _humaneval_plus(split: str, source: str, strict: bool = False) -> list[Task]:
     if source == "hub":
-        records = base.hub_records("evalplus/humanevalplus", split="test")
-    else:
-        records = read_jsonl(DATA_DIR / "evalplus" / "HumanEvalPlus-v0.1.10.jsonl.gz")
+        return _plus_hub("humaneval_plus", "evalplus/humanevalplus", split, strict)
+    records = read_jsonl(DATA_DIR / "evalplus" / "HumanEvalPlus-v0.1.10.jsonl.gz")
     return [
         make_task(
             "humaneval_plus",
@@ -88,6 +87,52 @@ def _humaneval_plus(split: str, source: str) -> list[Task]:
         )
         for r in _humaneval_split(records, split)
     ]
+
+
+# The hub copies of HumanEval+ and MBPP+ are not EvalPlus's release files: evalplus/humanevalplus has task_id, prompt,
+# canonical_solution, entry_point and `test`, a check(candidate) looping over every input (base and plus) with the
+# expected results; evalplus/mbppplus has an int task_id, code, prompt (the task's text), source_file, test_imports,
+# test_list (MBPP's three asserts) and `test`, the same loop calling the function by name. Their tasks run that
+# `test` program as it is (its `assertion`: exact, else numpy's allclose for floats); EvalPlus's own comparison (the
+# special oracles, plus inputs judged against the canonical solution's outputs) needs the bundled copy.
+HUB_PLUS_HINT = "load the bundled copy instead (source='bundled', EvalPlus's release file, judged by EvalPlus's rules)"
+
+
+def _plus_hub(dataset: str, repo: str, split: str, strict: bool) -> list[Task]:
+    rows = hub_tasks.Rows(dataset, strict)
+    build = _humaneval_plus_row if dataset == "humaneval_plus" else _mbpp_plus_row
+    for index, r in enumerate(base.hub_records(repo, split="test")):
+        rid = str(r.get("task_id", index)) if isinstance(r, dict) else str(index)
+        rows.add(rid, build, r, split, none_means=None)
+    return rows.done()
+
+
+def _humaneval_plus_row(r: dict, split: str) -> Task | None:
+    if "base_input" in r:  # EvalPlus's release schema: as the bundled file
+        keep = _humaneval_split([r], split)
+        return _humaneval_plus_release(r) if keep else None
+    missing = [k for k in ("task_id", "prompt", "canonical_solution", "entry_point", "test") if k not in r]
+    if missing or "def check(" not in str(r.get("test")):
+        raise TaskError(f"humaneval_plus record {r.get('task_id', '?')}: neither EvalPlus's release schema nor "
+                        f"evalplus/humanevalplus's (missing {', '.join(missing) or 'a check(candidate) test'}); "
+                        f"{HUB_PLUS_HINT}")  # fmt: skip
+    if not _humaneval_split([r], split):
+        return None
+    return make_task("humaneval_plus", task_id=r["task_id"], prompt=r["prompt"], tests=r["test"],
+                     entry_point=r["entry_point"], canonical_solution=r["canonical_solution"])  # fmt: skip
+
+
+def _humaneval_plus_release(r: dict) -> Task:
+    return make_task(
+        "humaneval_plus",
+        task_id=r["task_id"],
+        prompt=r["prompt"],
+        tests=r["test"],
+        entry_point=r["entry_point"],
+        canonical_solution=r["canonical_solution"],
+        plus_inputs=json.dumps(list(r["base_input"]) + list(r["plus_input"])),
+        atol=float(r.get("atol") or 0.0),
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -121,7 +166,7 @@ def _entry_point(code: str, first_assert: str) -> str:
     return names[-1] if names else ""
 
 
-def _mbpp(split: str, source: str) -> list[Task]:
+def _mbpp(split: str, source: str, strict: bool = False) -> list[Task]:
     records = (
         base.hub_records("google-research-datasets/mbpp", "full", split="train+test+validation+prompt")
         if source == "hub"
@@ -171,39 +216,59 @@ def _mbpp_plus_inputs(task_id: str, inputs: list) -> list:
     return out
 
 
-def _mbpp_plus(split: str, source: str) -> list[Task]:
+def _mbpp_plus(split: str, source: str, strict: bool = False) -> list[Task]:
     if source == "hub":
-        records = base.hub_records("evalplus/mbppplus", split="test")
-    else:
-        records = read_jsonl(DATA_DIR / "evalplus" / "MbppPlus-v0.2.0.jsonl.gz")
-    tasks = []
-    for r in records:
-        if not _mbpp_in_split(int(r["task_id"].split("/")[1]), split):
-            continue
-        plus = r["plus_input"] if isinstance(r["plus_input"], list) else []
-        tasks.append(
-            make_task(
-                "mbpp_plus",
-                task_id=r["task_id"],
-                prompt=r["prompt"],
-                # Mbpp/120's assertion uses math.isclose without importing math.
-                tests="import math\n" + r["assertion"],
-                entry_point=r["entry_point"],
-                canonical_solution=r["canonical_solution"].lstrip("\n"),
-                plus_inputs=json.dumps(_mbpp_plus_inputs(r["task_id"], list(r["base_input"]) + plus)),
-                atol=float(r.get("atol") or 0.0),
-            )
-        )
-    return tasks
+        return _plus_hub("mbpp_plus", "evalplus/mbppplus", split, strict)
+    records = read_jsonl(DATA_DIR / "evalplus" / "MbppPlus-v0.2.0.jsonl.gz")
+    return [t for t in (_mbpp_plus_release(r, split) for r in records) if t is not None]
+
+
+def _mbpp_plus_release(r: dict, split: str) -> Task | None:
+    if not _mbpp_in_split(int(r["task_id"].split("/")[1]), split):
+        return None
+    plus = r["plus_input"] if isinstance(r["plus_input"], list) else []
+    return make_task(
+        "mbpp_plus",
+        task_id=r["task_id"],
+        prompt=r["prompt"],
+        # Mbpp/120's assertion uses math.isclose without importing math.
+        tests="import math\n" + r["assertion"],
+        entry_point=r["entry_point"],
+        canonical_solution=r["canonical_solution"].lstrip("\n"),
+        plus_inputs=json.dumps(_mbpp_plus_inputs(r["task_id"], list(r["base_input"]) + plus)),
+        atol=float(r.get("atol") or 0.0),
+    )
+
+
+def _mbpp_plus_row(r: dict, split: str) -> Task | None:
+    if "base_input" in r and isinstance(r.get("task_id"), str):  # EvalPlus's release schema: as the bundled file
+        return _mbpp_plus_release(r, split)
+    missing = [k for k in ("task_id", "code", "prompt", "test_list", "test") if k not in r]
+    if missing or not isinstance(r.get("test_list"), list) or not r["test_list"]:
+        raise TaskError(f"mbpp_plus record {r.get('task_id', '?')}: neither EvalPlus's release schema nor "
+                        f"evalplus/mbppplus's (missing {', '.join(missing) or 'test_list'}); {HUB_PLUS_HINT}")  # fmt: skip
+    number = int(r["task_id"])
+    if not _mbpp_in_split(number, split):
+        return None
+    code = str(r["code"]).replace("\r\n", "\n")
+    imports = "\n".join(r.get("test_imports") or [])
+    return make_task(
+        "mbpp_plus",
+        task_id=f"Mbpp/{number}",
+        prompt=_mbpp_prompt(r["prompt"], r["test_list"][0]),
+        tests=(imports + "\n" if imports else "") + r["test"],
+        entry_point=_entry_point(code, r["test_list"][0]),
+        canonical_solution=code.lstrip("\n") + "\n",
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # CodeContests sample: stdin/stdout, the 256 verified problems, 205 train / 51 test
 
 
-def _codecontests(split: str, source: str) -> list[Task]:
+def _codecontests(split: str, source: str, strict: bool = False) -> list[Task]:
     if source == "hub":
-        return hub_tasks.load_codecontests(split)
+        return hub_tasks.load_codecontests(split, strict)
     records = read_jsonl(DATA_DIR / "codecontests" / "codecontests_sample300.jsonl.gz")
     keep = set(read_ids(DATA_DIR / "codecontests" / "verified_ids.txt"))
     if split in ("train", "test"):
@@ -225,7 +290,7 @@ def _codecontests(split: str, source: str) -> list[Task]:
     ]
 
 
-def _synthetic(split: str, source: str) -> list[Task]:
+def _synthetic(split: str, source: str, strict: bool = False) -> list[Task]:
     if split == "rl":  # prompts for RL that the supervised stage never saw (training rules, fresh draws)
         return synthetic.generate_rl()
     if split == "fresh":  # a second held-out set: the test split's rules, other draws, none of its prompts
@@ -250,7 +315,8 @@ _LOADERS = {
     "taco": hub_tasks.load_taco,
     "livecodebench": hub_tasks.load_livecodebench,
 }
-_OPTIONS = {"livecodebench": ("release_version", "start_date", "end_date")}  # dataset parameters beyond the split
+# dataset parameters beyond the split
+_OPTIONS = {"livecodebench": ("release_version", "start_date", "end_date", "exclude_errata"), "taco": ("path",)}
 
 
 def parse_dataset(spec: str) -> tuple[str, dict]:
@@ -277,7 +343,12 @@ def parse_dataset(spec: str) -> tuple[str, dict]:
 
 
 def load_tasks(
-    name: str, split: str = "test", source: str | None = None, limit: int | None = None, **options
+    name: str,
+    split: str = "test",
+    source: str | None = None,
+    limit: int | None = None,
+    strict: bool = False,
+    **options,
 ) -> list[Task]:
     """Load a dataset's split as Tasks.
 
@@ -288,8 +359,11 @@ def load_tasks(
     source: "bundled" (files in codelib/data, offline), "hub" (`datasets.load_dataset`), or None: bundled where
         there is a bundled copy (the CodeContests default is the verified 256-problem sample), else the hub
     limit: keep the first `limit` tasks (a quick look; order is the dataset's)
+    strict: a record that cannot become a task raises TaskError naming it; by default such records are skipped,
+        counted and reported in one warning per load (hub datasets; the bundled files have none)
     options: livecodebench's release_version (default "release_v6"), start_date and end_date ("YYYY-MM-DD",
-        inclusive) on contest_date
+        inclusive) on contest_date, exclude_errata (true: leave out LiveCodeBench's published errata);
+        taco's path (a local copy of the TACO-verified JSON file, instead of the hub's)
     """
     name, spec_options = parse_dataset(name)
     options = {**spec_options, **options}
@@ -305,7 +379,7 @@ def load_tasks(
         raise ValueError(
             f"{name} takes no option {sorted(unknown)[0]!r} (options: {', '.join(_OPTIONS.get(name, ())) or 'none'})"
         )
-    tasks = _LOADERS[name](split, source, **options)
+    tasks = _LOADERS[name](split, source, strict=strict, **options)
     return tasks[:limit] if limit else tasks
 
 

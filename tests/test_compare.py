@@ -1,0 +1,178 @@
+"""Each benchmark's comparator (codelib/sandbox/compare.py) against its reference harness's verdicts, written beside
+each case; the default rule's exact integers; and the linear-time guarantees (no set of untrusted values)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from codelib.sandbox import compare
+from codelib.sandbox.compare import stdout_equal, value_equal
+
+# (got, want, the reference harness's verdict): lcb_runner's grade_stdio
+LCB_STDOUT = [
+    ("8\n16\n", "8\n16", True),  # stripped
+    ("  8  \n16\n\n", "8\n16\n", True),  # each line stripped, trailing blank lines dropped
+    ("-0", "0", True),  # Decimal('-0') == Decimal('0')
+    ("007", "7", True),
+    ("1.0 2", "1 2", True),  # Decimal equality
+    ("1  2", "1 2", True),  # the line's tokens as Decimals
+    ("1e3", "1000", True),
+    ("1\n2", "1 2", False),  # one number per line where one line is expected: line counts differ
+    ("0.3333333333333333", "0.3333333333", False),  # extra float digits: Decimals differ
+    ("0.33333", "0.333333333", False),
+    ("Yes", "YES", False),  # not a number: exact text only
+    ("nan", "nan", True),  # equal as text
+    ("nan 1", "nan 2", False),
+    ("8\n\n16", "8\n16", False),  # an inner blank line counts
+]
+
+# TACO's compare_std_results
+TACO_STDOUT = [
+    ("6\n", "6\n", True),
+    ("  6 ", "6", True),
+    ("12", "1\n2\n", True),  # characters of the output read as numbers against the expected lines
+    ("2\n1\n", "1\n2\n", True),  # sets of single-character tokens: order is not checked
+    ("ab", "a b", True),  # a token taken as its set of characters
+    ("1 1 2", "2\n1", True),
+    ("3", "4", False),
+    ("10\n20\n", "20\n10\n", False),  # multi-character tokens: the character sets differ ({1,0} vs {2,0})
+    ("1.0001", "1.0", False),  # only a one-character-per-token output is rounded
+    ("YES", "yes", False),
+]
+
+# DeepMind's code_contests OutputsMatch (its own unit tests first)
+CODECONTESTS_STDOUT = [
+    ("abc def", "abc def", True),
+    ("abc deg", "abc def", False),
+    ("abc def", "abc def 123", False),
+    ("abc DEF", "abc def", True),
+    ("abc 123", "abc 123.000001", True),
+    ("abc 123", "abc 123.1", False),
+    ("Yes", "YES", True),  # lowercased
+    ("0.33333", "0.333333333", True),  # |diff| 3.3e-6 < 1e-5
+    ("0.3333", "0.333333333", False),  # 3.3e-5
+    ("1000000000000000000001", "1000000000000000000000", True),  # integers compare as doubles
+    ("inf 1", "inf 1", True),  # equal token lists
+    ("inf 1", "inf 2", False),  # inf - inf is nan: never within 1e-5
+    ("1\n2", "1 2", True),  # whitespace of any kind splits
+    ("1_0", "10", False),  # absl's parser takes no underscores: text comparison
+]
+
+# the default rule (bundled datasets and synthetic tasks)
+DEFAULT_STDOUT = [
+    ("9999999968", "9999999968", True),
+    ("9999999967.0", "9999999968", False),  # an expected integer compares as an integer
+    ("9999999968.0", "9999999968", False),
+    ("007", "7", True),
+    ("-0", "0", True),
+    ("+7", "7", True),
+    ("1" * 5000, "1" * 5000, True),
+    ("1" * 4999 + "2", "1" * 5000, False),
+    ("inf", "1" + "0" * 400, False),  # inf never matches a number
+    ("0.3333334", "0.3333333", True),  # floats within 1e-6
+    ("0.334", "0.333", False),
+    ("1", "1.0", True),  # an expected float: any number within the tolerance
+    ("nan", "0.5", False),
+    ("inf", "inf", True),  # the same text
+    ("Yes", "YES", False),
+    ("1 2", "1\n2\n", True),  # tokens: spacing and line ends do not matter
+    ("1 2 3", "1 2", False),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "got", "want", "verdict"),
+    [("lcb", *c) for c in LCB_STDOUT]
+    + [("taco", *c) for c in TACO_STDOUT]
+    + [("codecontests", *c) for c in CODECONTESTS_STDOUT]
+    + [("default", *c) for c in DEFAULT_STDOUT],
+)
+def test_stdout_verdicts_are_the_reference_harness(name, got, want, verdict):
+    same, detail = stdout_equal(name, got, want)
+    assert same is verdict
+    assert (detail == "") is verdict
+
+
+# (got, want as parsed from the task's JSON, verdict): lcb_runner's grade_call_based and TACO's execute_cb_code
+LCB_VALUES = [
+    ((0, 1), [0, 1], True),  # a tuple is taken as a list
+    ([0, 1], [0, 1], True),
+    ([[0, 1]], [[0, 1]], True),
+    ([(0, 1)], [[0, 1]], False),  # only the outer tuple
+    (3, 3, True),
+    (True, 1, True),  # Python ==
+    ([1, 0], [0, 1], False),
+    ("3", 3, False),
+]
+TACO_VALUES = [
+    (2, [2], True),  # results stored wrapped in a list
+    (2, 2, True),
+    ([(0, 0), (1, 1)], [[[0, 0], [1, 1]]], True),  # a list of tuples against the first element
+    ((0, 1), [0, 1], True),
+    ({1: 1, 2: 2}, {"1": 1, "2": 2}, True),  # int dict keys (JSON made them strings)
+    ({1: 1}, [{"1": 1}], True),
+    ({"a": 1}, {"a": 1}, True),  # keys that are not integers: the dict is left as is
+    ({"a": 1}, {"a": 2}, False),
+    ({"a": 1}, [{"a": 1}], True),
+    (3, [2], False),
+    ([], [], True),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "got", "want", "verdict"), [("lcb", *c) for c in LCB_VALUES] + [("taco", *c) for c in TACO_VALUES]
+)
+def test_value_verdicts_are_the_reference_harness(name, got, want, verdict):
+    assert value_equal(name, got, want) is verdict
+
+
+def test_taco_arguments_get_int_keys_as_taco_passes_them():
+    assert compare.prepare_args("taco", [{"1": "a", "2": "b"}, 5]) == [{1: "a", 2: "b"}]  # TACO drops the rest
+    assert compare.prepare_args("taco", [{"x": 1}, 5]) == [{"x": 1}, 5]
+    assert compare.prepare_args("lcb", [{"1": 2}]) == [{"1": 2}]
+
+
+def test_evalplus_value_rules():
+    assert compare.evalplus_value(0.1 + 0.2, 0.3)  # floats: atol 1e-6
+    assert not compare.evalplus_value(1, 1.0000001)  # an int for a float: types differ, no tolerance
+    assert compare.evalplus_value([3, 1, 2], [1, 2, 3], entry_point="similar_elements", dataset="mbpp")  # set oracle
+    assert not compare.evalplus_value([3, 1], [1, 2, 3], entry_point="similar_elements", dataset="mbpp")
+    assert compare.evalplus_value(None, False, entry_point="check_str", dataset="mbpp")
+    assert compare.evalplus_value(
+        1.0, 0.0, atol=1e-6, entry_point="find_zero", args=[[-1.0, 1.0]], dataset="humaneval"
+    )
+    assert not compare.evalplus_value(2.0, 0.0, atol=1e-6, entry_point="find_zero", args=[[-1.0, 1.0]],
+                                      dataset="humaneval")  # fmt: skip
+
+
+def test_unknown_comparator_is_named():
+    with pytest.raises(ValueError, match="unknown comparator 'lcbb'; known: default, lcb, taco"):
+        stdout_equal("lcbb", "1", "1")
+    assert stdout_equal("", "7", "007") == (True, "")  # "" is the default
+
+
+def test_untrusted_values_never_fill_a_set():
+    """400k distinct integers that all hash alike: `set(out)` is quadratic (minutes); the set oracle and TACO's
+    set fallbacks look untrusted values up in a set of the trusted ones only, so they stay linear."""
+    modulus = 2**61 - 1  # hash(k * modulus) == 0 for every int k
+    got = [k * modulus for k in range(1, 400_001)]
+    start = time.perf_counter()
+    assert not compare.set_equal(got, [1, 2, 3])
+    assert not compare.set_equal(list(reversed(got)), got[:1000])  # each lookup walks a 1000-entry chain at most
+    assert compare.set_equal(got[:2000] * 2, got[:2000])
+    tokens = " ".join(str(k) for k in range(200_000))
+    assert not compare.taco_stdout(tokens, "1\n2\n")[0]
+    assert not compare.lcb_stdout(tokens, tokens + " 1")[0]
+    assert time.perf_counter() - start < 10
+
+
+def test_comparators_are_linear_in_long_outputs():
+    big = "1" * 1_000_000
+    start = time.perf_counter()
+    for name in compare.COMPARATORS:
+        assert stdout_equal(name, big, big)[0]
+        stdout_equal(name, big + "2", big)
+        stdout_equal(name, ("7 " * 200_000), ("7 " * 199_999) + "8")
+    assert time.perf_counter() - start < 10
