@@ -20,8 +20,7 @@ from datetime import datetime
 from pathlib import Path
 
 from codelib import task as base
-from codelib.sandbox import compare
-from codelib.task import STDIO_INSTRUCTION, Task, TaskError, big_ints, make_task
+from codelib.task import LCB_PRELUDE, STDIO_INSTRUCTION, TACO_PRELUDE, Task, TaskError, big_ints, make_task
 
 # ---------------------------------------------------------------------------------------------------------------
 # reading many records: one bad record costs that record, not the load
@@ -109,7 +108,7 @@ def _cases(dataset: str, record_id, inputs, outputs, what: str) -> list[dict]:
 # What LiveCodeBench's and TACO's harnesses put before a call-based program (lcb_runner's `import_string`): starter
 # code uses `List[int]` and solutions use `deque`, `gcd`, ... without importing them. Function-task prompts start
 # with it, so the program the sandbox runs has it too.
-CALL_PREAMBLE = compare.LCB_PRELUDE
+CALL_PREAMBLE = LCB_PRELUDE
 
 
 def _call_prompt(statement: str, starter_code: str, call: str, preamble: str = CALL_PREAMBLE) -> str:
@@ -220,8 +219,8 @@ def _renamed(task: Task, task_id: str) -> Task:
 # string {inputs, outputs, fn_name?}), difficulty, source, url, time_limit / memory_limit (text: "2 seconds",
 # "256 megabytes"), tags, skill_types, ... No fn_name: stdin/stdout, inputs/outputs are texts (or lists of lines).
 # fn_name: call-based, inputs[i] is the argument list and outputs[i] the result, often wrapped in a one-element list
-# (TACO's harness accepts either: compare.taco_value). `datasets` reads that file through pandas at ~6.4x its size,
-# so the loader downloads the file and reads it record by record (`json_records`).
+# (TACO's harness accepts either: codelib.sandbox.compare.taco_value). `datasets` reads that file through pandas at
+# ~6.4x its size, so the loader downloads the file and reads it record by record (`json_records`).
 TACO_REPO = "likaixin/TACO-verified"
 TACO_SPLITS = ("train", "all")
 _TACO_FIELDS = ("question", "solutions", "starter_code", "input_output")
@@ -322,7 +321,7 @@ def taco_task(record: dict, index: int) -> Task | None:
                  for args, want in zip(inputs, outputs, strict=True)]  # fmt: skip
         tests = json.dumps(cases)
     call = f"Solution().{fn_name}" if in_class else fn_name
-    return make_task("taco", prompt=_call_prompt(question, starter, call + "(...)", compare.TACO_PRELUDE),
+    return make_task("taco", prompt=_call_prompt(question, starter, call + "(...)", TACO_PRELUDE),
                      tests=tests, entry_point=entry, kind="calls", **common)  # fmt: skip
 
 

@@ -18,6 +18,39 @@ DATA_DIR = Path(__file__).resolve().parent / "data"
 STDIO_INSTRUCTION = "\n\nWrite a Python 3 program that reads the input from standard input and prints the answer.\n"
 
 
+# What lcb_runner runs before every program, call-based and stdin alike (its `import_string`).
+LCB_PRELUDE = (
+    "from string import *\nfrom re import *\nfrom datetime import *\nfrom collections import *\n"
+    "from heapq import *\nfrom bisect import *\nfrom copy import *\nfrom math import *\nfrom random import *\n"
+    "from statistics import *\nfrom itertools import *\nfrom functools import *\nfrom operator import *\n"
+    "from io import *\nfrom sys import *\nfrom json import *\nfrom builtins import *\nfrom typing import *\n"
+    "import string, re, datetime, collections, heapq, bisect, copy, math, random, statistics, itertools\n"
+    "import functools, operator, io, sys, json\nsys.setrecursionlimit(50000)\n"
+)
+
+
+# What TACO's harness puts before a stdin program (`synthesize_std_code`) and a call-based one
+# (`synthesize_cb_code`). numpy is imported when the program's environment has it (TACO's always does).
+TACO_PRELUDE = (
+    "import sys\nimport time\nimport itertools\nfrom itertools import accumulate, product, permutations, combinations\n"
+    "import collections\nfrom collections import Counter, OrderedDict, deque, defaultdict, ChainMap\n"
+    "from functools import lru_cache\nimport math\n"
+    "from math import sqrt, sin, cos, tan, ceil, fabs, floor, gcd, exp, log, log2\nimport fractions\n"
+    "from typing import List, Tuple\ntry:\n    import numpy as np\nexcept ImportError:\n    pass\nimport random\n"
+    "import heapq\nfrom heapq import *\n"
+)
+
+# What a benchmark's harness runs before a stdin program, by comparator name (`Task.compare`): the sandbox prepends it
+# to the program of a stdio task (lcb_runner's `make_function` puts its imports first; TACO's `synthesize_std_code`
+# its imports and two names). A calls task's prompt starts with its harness's block instead.
+PRELUDES = {"lcb": LCB_PRELUDE, "taco": TACO_PRELUDE + "stdin = sys.stdin\nstdout = sys.stdout\n"}
+
+
+def stdin_prelude(compare: str) -> str:
+    """What the harness of comparator `compare` runs before a stdin program ("" for the default)."""
+    return PRELUDES.get(compare, "")
+
+
 @dataclass(frozen=True)
 class Task:
     """One problem: the prompt to continue, the tests that judge it, and a solution that passes them."""

@@ -128,17 +128,6 @@ def lcb_value(got, want) -> bool:
     return plain_value(got, want)
 
 
-# What lcb_runner runs before every program, call-based and stdin alike (its `import_string`).
-LCB_PRELUDE = (
-    "from string import *\nfrom re import *\nfrom datetime import *\nfrom collections import *\n"
-    "from heapq import *\nfrom bisect import *\nfrom copy import *\nfrom math import *\nfrom random import *\n"
-    "from statistics import *\nfrom itertools import *\nfrom functools import *\nfrom operator import *\n"
-    "from io import *\nfrom sys import *\nfrom json import *\nfrom builtins import *\nfrom typing import *\n"
-    "import string, re, datetime, collections, heapq, bisect, copy, math, random, statistics, itertools\n"
-    "import functools, operator, io, sys, json\nsys.setrecursionlimit(50000)\n"
-)
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # TACO: metrics/testing_util.py (modified from APPS's)
 
@@ -251,18 +240,6 @@ def taco_value(got, want) -> bool:
             return False
         return plain_value(as_lists, want[0])
     return False
-
-
-# What TACO's harness puts before a stdin program (`synthesize_std_code`) and a call-based one
-# (`synthesize_cb_code`). numpy is imported when the program's environment has it (TACO's always does).
-TACO_PRELUDE = (
-    "import sys\nimport time\nimport itertools\nfrom itertools import accumulate, product, permutations, combinations\n"
-    "import collections\nfrom collections import Counter, OrderedDict, deque, defaultdict, ChainMap\n"
-    "from functools import lru_cache\nimport math\n"
-    "from math import sqrt, sin, cos, tan, ceil, fabs, floor, gcd, exp, log, log2\nimport fractions\n"
-    "from typing import List, Tuple\ntry:\n    import numpy as np\nexcept ImportError:\n    pass\nimport random\n"
-    "import heapq\nfrom heapq import *\n"
-)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -404,22 +381,20 @@ def evalplus_stdout(got: str, want: str) -> tuple[bool, str]:
 
 @dataclass(frozen=True)
 class Comparator:
-    """One benchmark's rules: stdout (got, want) -> (same, detail); value (got, want) -> same; what its harness
-    runs before a program; how it prepares a call's arguments; the reference it follows."""
+    """One benchmark's rules: stdout (got, want) -> (same, detail); value (got, want) -> same; how its harness
+    prepares a call's arguments; the reference it follows. (What the harness runs before a program is in
+    `codelib.task.PRELUDES`: the prompt of a calls task starts with it, and a stdin program gets it prepended.)"""
 
     stdout: Callable[[str, str], tuple[bool, str]]
     value: Callable[[object, object], bool]
-    prelude: str = ""  # source run before a stdin program (the call-based prelude is in the task's prompt)
     args: Callable[[list], list] = list
     reference: str = ""
 
 
 COMPARATORS: dict[str, Comparator] = {
     "default": Comparator(default_stdout, plain_value, reference="codelib (exact integers, floats within 1e-6)"),
-    "lcb": Comparator(lcb_stdout, lcb_value, LCB_PRELUDE,
-                      reference="LiveCodeBench lcb_runner/evaluation/testing_util.py"),
-    "taco": Comparator(taco_stdout, taco_value, TACO_PRELUDE, taco_args,
-                       reference="TACO metrics/testing_util.py"),
+    "lcb": Comparator(lcb_stdout, lcb_value, reference="LiveCodeBench lcb_runner/evaluation/testing_util.py"),
+    "taco": Comparator(taco_stdout, taco_value, taco_args, reference="TACO metrics/testing_util.py"),
     "codecontests": Comparator(codecontests_stdout, plain_value,
                                reference="deepmind/code_contests execution/tester_sandboxer.cc OutputsMatch"),
     "evalplus": Comparator(evalplus_stdout, evalplus_value, reference="evalplus/eval/__init__.py unsafe_execute"),
@@ -449,8 +424,3 @@ def value_equal(name: str, got, want) -> bool:
 def prepare_args(name: str, args: list) -> list:
     """A call's arguments (parsed from the task's JSON) as benchmark `name`'s harness passes them."""
     return comparator(name).args(args)
-
-
-def prelude(name: str) -> str:
-    """What benchmark `name`'s harness runs before a stdin program ("" when nothing)."""
-    return comparator(name).prelude
