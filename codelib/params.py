@@ -1,23 +1,31 @@
-"""Parameter files -> Config dataclasses, strictly; paths from the repo root; atomic writes.
+"""Parameter files -> Config dataclasses, strictly.
 
-A params YAML mirrors its stage's Config one to one: an unknown key, a missing key or a value of the wrong
-type fails before anything runs, with a message naming the key and the file (papermill itself only warns).
-A variant or another profile's file names its base and holds only the keys it changes:
+A params YAML mirrors its stage's Config one to one: an unknown key, a missing key or a value of the wrong type
+fails before anything runs, with a message naming the key and the file that holds it (papermill itself only
+warns). Every problem of a file is reported at once, one line each. A profile's file names its base and holds
+only the keys it changes:
 
-    extends: ../tiny/02_reinforce.yaml   # a path relative to this file; the base may extend another
+    extends: ../base/02_reinforce.yaml   # a path relative to this file; the base may extend another
     learning_rate: 0.0005                # a key replaces the base's value whole (a mapping too)
 
-The merged values are checked exactly as a complete file would be.
+The merged values are checked exactly as a complete file would be. Every profile's stage file extends
+params/base/ (model-agnostic defaults); a variant extends its profile's file.
+
+    python -m codelib.params PARAMS.yaml [key=value ...]   # the merged file as YAML, checked against its Config
+
+Paths (`REPO_ROOT`, `resolve`, `run_dir`, ...) live in `codelib.paths`, JSONL files in `codelib.jsonl`; both are
+importable from here as well, as they were before.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
-import json
+import difflib
+import inspect
 import os
+import re
 import sys
-import tempfile
 import types
 import typing
 from pathlib import Path
@@ -25,41 +33,41 @@ from typing import Any
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from codelib.jsonl import append_jsonl, read_jsonl
+from codelib.paths import (
+    REPO_ROOT,
+    atomic_write_json,
+    atomic_write_text,
+    checkpoints_root,
+    reports_root,
+    resolve,
+    run_dir,
+)
+
+__all__ = [
+    "REPO_ROOT",
+    "ParamsError",
+    "append_jsonl",
+    "atomic_write_json",
+    "atomic_write_text",
+    "base_values",
+    "build_config",
+    "checkpoints_root",
+    "config_from_namespace",
+    "config_to_dict",
+    "injected_names",
+    "load_config",
+    "load_yaml",
+    "main_config",
+    "read_jsonl",
+    "reports_root",
+    "resolve",
+    "run_dir",
+]
 
 
 class ParamsError(ValueError):
-    """A params file or namespace that does not match its Config."""
-
-
-def resolve(path: str | os.PathLike) -> Path:
-    """A path as written in a params file: absolute, or relative to the repo root (not the cwd).
-
-    `checkpoints/...` and `reports/...` follow $CODELIB_CHECKPOINTS / $CODELIB_REPORTS when those are set.
-    """
-    p = Path(path).expanduser()
-    if p.is_absolute():
-        return p
-    if p.parts and p.parts[0] == "checkpoints":
-        return checkpoints_root().joinpath(*p.parts[1:])
-    if p.parts and p.parts[0] == "reports":
-        return reports_root().joinpath(*p.parts[1:])
-    return REPO_ROOT / p
-
-
-def checkpoints_root() -> Path:
-    """checkpoints/ under the repo root, or $CODELIB_CHECKPOINTS (tests point it at a temporary directory)."""
-    return Path(os.environ.get("CODELIB_CHECKPOINTS") or REPO_ROOT / "checkpoints")
-
-
-def reports_root() -> Path:
-    """reports/ under the repo root, or $CODELIB_REPORTS."""
-    return Path(os.environ.get("CODELIB_REPORTS") or REPO_ROOT / "reports")
-
-
-def run_dir(profile: str, stage: str) -> Path:
-    """Where a stage of a profile writes: checkpoints/<profile>/<stage>/."""
-    return checkpoints_root() / profile / stage
+    """A params file, override or namespace that does not match its Config (every problem, one line each)."""
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -106,37 +114,47 @@ def _coerce(value: Any, tp: Any) -> Any:
     return value
 
 
-def build_config(cls: type, values: dict, source: str = "<dict>", require_all: bool = True):
-    """Build `cls` from `values`: unknown keys, (optionally) missing keys and wrong types are errors."""
+def _unknown(name: str, cls: type, fields: dict) -> str:
+    close = difflib.get_close_matches(name, fields, n=1)
+    hint = f"did you mean {close[0]!r}?" if close else f"valid names are: {', '.join(sorted(fields))}"
+    return f"unknown parameter {name!r} for {cls.__name__}; {hint}"
+
+
+def build_config(
+    cls: type, values: dict, source: str = "<dict>", require_all: bool = True, origins: dict[str, str] | None = None
+):
+    """Build `cls` from `values`: unknown keys, (optionally) missing keys and wrong types are errors, all reported
+    in one ParamsError, each line naming where its key came from (`origins`: key -> file or override; else `source`).
+    """
     if not isinstance(values, dict):
         raise ParamsError(f"{source}: expected a mapping of parameter names to values, got {type(values).__name__}")
+    origins = origins or {}
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    unknown = sorted(set(values) - set(fields))
-    if unknown:
-        raise ParamsError(
-            f"{source}: unknown parameter {unknown[0]!r} for {cls.__name__}"
-            + (f" (and {', '.join(map(repr, unknown[1:]))})" if len(unknown) > 1 else "")
-            + f"; valid names are: {', '.join(sorted(fields))}"
-        )
+    problems = [f"{origins.get(k, source)}: {_unknown(k, cls, fields)}" for k in values if k not in fields]
     if require_all:
-        missing = sorted(set(fields) - set(values))
+        missing = sorted(f for f in fields if f not in values)
         if missing:
-            raise ParamsError(
-                f"{source}: missing parameter {missing[0]!r} for {cls.__name__} (missing: {', '.join(missing)})"
+            problems.append(
+                f"{source}: missing parameter {missing[0]!r} for {cls.__name__}"
+                + (f" (missing: {', '.join(missing)})" if len(missing) > 1 else "")
             )
     kwargs = {}
     for name, value in values.items():
+        if name not in fields:
+            continue
         tp = hints[name]
         if not _check_type(value, tp):
-            raise ParamsError(
-                f"{source}: parameter {name!r} should be {_type_name(tp)}, got {value!r} ({type(value).__name__})"
-            )
+            got = f"{value!r} ({type(value).__name__})"
+            problems.append(f"{origins.get(name, source)}: parameter {name!r} should be {_type_name(tp)}, got {got}")
         kwargs[name] = _coerce(value, tp)
+    if problems:
+        raise ParamsError("\n".join(problems))
     try:
         return cls(**kwargs)
     except (ValueError, TypeError) as e:  # __post_init__ cross-field checks
-        raise ParamsError(f"{source}: {e}") from e
+        overrides = sorted({v for k, v in origins.items() if v.startswith("override ")})
+        raise ParamsError(f"{source}{' with ' + ', '.join(overrides) if overrides else ''}: {e}") from e
 
 
 def _read_yaml(p: Path) -> dict:
@@ -151,19 +169,26 @@ def _read_yaml(p: Path) -> dict:
     return data
 
 
-def load_yaml(path: str | os.PathLike, _chain: tuple[Path, ...] = ()) -> dict:
-    """Read a params YAML into a dict, with its `extends:` chain merged in (the file's own keys win)."""
+def load_yaml_origins(path: str | os.PathLike, _chain: tuple[Path, ...] = ()) -> tuple[dict, dict[str, str]]:
+    """A params YAML with its `extends:` chain merged (the file's own keys win), and which file gave each key."""
     p = resolve(path)
     data = _read_yaml(p)
     base = data.pop("extends", None)
+    own = {k: str(p) for k in data}
     if base is None:
-        return data
+        return data, own
     if not isinstance(base, str) or not base:
         raise ParamsError(f"{p}: extends should name a params file (relative to this one), got {base!r}")
     base_path = (p.parent / base).resolve()
     if base_path in _chain or base_path == p.resolve():
         raise ParamsError(f"{p}: extends {base} closes a loop ({' -> '.join(str(c) for c in (*_chain, p))})")
-    return {**load_yaml(base_path, (*_chain, p.resolve())), **data}
+    values, origins = load_yaml_origins(base_path, (*_chain, p.resolve()))
+    return {**values, **data}, {**origins, **own}
+
+
+def load_yaml(path: str | os.PathLike) -> dict:
+    """Read a params YAML into a dict, with its `extends:` chain merged in (the file's own keys win)."""
+    return load_yaml_origins(path)[0]
 
 
 def base_values(path: str | os.PathLike) -> dict:
@@ -174,10 +199,16 @@ def base_values(path: str | os.PathLike) -> dict:
 
 
 def load_config(cls: type, path: str | os.PathLike, **overrides):
-    """Load a Config from a params YAML (strict: every field present, no other key, right types)."""
-    values = load_yaml(path)
+    """Load a Config from a params YAML (strict: every field present, no other key, right types). A bad override
+    is blamed on the override (`override steps=x`), a bad value in a base file on that file."""
+    values, origins = load_yaml_origins(path)
     values.update(overrides)
-    return build_config(cls, values, source=str(resolve(path)))
+    origins.update({k: f"override {k}={_show(v)}" for k, v in overrides.items()})
+    return build_config(cls, values, source=str(resolve(path)), origins=origins)
+
+
+def _show(value: Any) -> str:
+    return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
 
 
 def injected_names(namespace: dict) -> list[str]:
@@ -214,72 +245,122 @@ def config_to_dict(cfg) -> dict:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(cfg).items()}
 
 
-def main_config(cls: type, argv: list[str] | None = None):
-    """`python -m codelib.trainers.X PARAMS.yaml [key=value ...]` -> Config (values parsed as YAML scalars)."""
-    argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] in ("-h", "--help"):
-        fields = ", ".join(f.name for f in dataclasses.fields(cls))
-        raise SystemExit(f"usage: python -m <module> PARAMS.yaml [key=value ...]\n{cls.__name__} fields: {fields}")
-    overrides = {}
-    for item in argv[1:]:
-        if "=" not in item:
-            raise SystemExit(f"override {item!r} should look like key=value")
-        k, v = item.split("=", 1)
-        overrides[k] = yaml.safe_load(v)
-    return load_config(cls, argv[0], **overrides)
-
-
 # ---------------------------------------------------------------------------------------------------------------
-# atomic writes: a reader never sees half a file, a crash never leaves one
+# the command line: `python -m codelib.trainers.X PARAMS.yaml [key=value ...]`, `python -m codelib.params ...`
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
-def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
-    return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
-
-
-def append_jsonl(path: str | os.PathLike, row: dict) -> None:
-    """Append one row and flush it to disk (metrics logs: a stop loses at most the row being written)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(row, default=float) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def read_jsonl(path: str | os.PathLike) -> list[dict]:
-    """Rows of a JSONL file; a torn last line (a stop mid-write) is dropped, not an error."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
+def field_help(cls: type) -> list[tuple[str, str, str]]:
+    """(name, type, comment) of each field, the comment read from the class source (`x: int = 1  # what x is`)."""
+    comments: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not dataclasses.is_dataclass(klass):
             continue
         try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            break
-    return rows
+            source = inspect.getsource(klass)
+        except (OSError, TypeError):
+            continue
+        for m in re.finditer(r"^\s+(\w+): [^\n]*?  # ([^\n]*)$", source, re.M):
+            comments[m.group(1)] = m.group(2)
+    hints = typing.get_type_hints(cls)
+    return [(f.name, _type_name(hints[f.name]), comments.get(f.name, "")) for f in dataclasses.fields(cls) if f.init]
 
 
-if __name__ == "__main__":  # python -m codelib.params FILE: the file with its `extends:` chain merged, as YAML
-    if len(sys.argv) != 2:
-        raise SystemExit("usage: python -m codelib.params PARAMS.yaml  (prints it with its extends: chain merged)")
-    print(yaml.safe_dump(load_yaml(sys.argv[1]), sort_keys=False, default_flow_style=None), end="")
+def _usage(cls: type | None, command: str) -> str:
+    text = (
+        f"usage: {command} PARAMS.yaml [key=value ...] [--debug]\n\n"
+        "PARAMS.yaml is a params file (paths relative to the repo root); each key=value overrides one parameter\n"
+        "(the value read as YAML: steps=10, rewards={pass: 1.0}). --debug shows the traceback of an error.\n"
+    )
+    if cls is not None:
+        width = max(len(n) for n, _, _ in field_help(cls))
+        text += f"\n{cls.__name__} parameters:\n" + "\n".join(
+            f"  {n:<{width}}  {t}" + (f"  {c}" if c else "") for n, t, c in field_help(cls)
+        )
+    return text
+
+
+def parse_argv(argv: list[str]) -> tuple[str, dict, bool]:
+    """PARAMS.yaml [key=value ...] [--debug] -> (path, overrides, debug); a malformed override is a ParamsError."""
+    debug = "--debug" in argv
+    args = [a for a in argv if a != "--debug"]
+    if not args:
+        raise ParamsError("no params file given")
+    overrides = {}
+    for item in args[1:]:
+        key, sep, text = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise ParamsError(f"override {item!r} should look like key=value (for example steps=10)")
+        try:
+            overrides[key] = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise ParamsError(f"override {item!r}: the value is not valid YAML ({e})") from e
+    return args[0], overrides, debug
+
+
+def fail(error: BaseException, debug: bool) -> typing.NoReturn:
+    """End a command on a user's error: one message on stderr, exit status 2; the traceback only with --debug."""
+    if debug:
+        raise error
+    raise SystemExit(f"error: {error}\n(add --debug to see where it was raised)")
+
+
+USER_ERRORS = (ParamsError, FileNotFoundError)
+
+
+def main_config(cls: type, argv: list[str] | None = None, command: str | None = None):
+    """`python -m codelib.trainers.X PARAMS.yaml [key=value ...] [--debug]` -> Config (values parsed as YAML).
+
+    `-h`/`--help` prints the usage and every parameter; a bad file or override ends the command with its message
+    (no traceback unless --debug)."""
+    argv = sys.argv[1:] if argv is None else argv
+    command = command or f"python -m {_module_of_main()}"
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage(cls, command))
+        raise SystemExit(0 if argv else 2)
+    debug = "--debug" in argv
+    try:
+        path, overrides, debug = parse_argv(argv)
+        return load_config(cls, path, **overrides)
+    except USER_ERRORS as e:
+        fail(e, debug)
+
+
+def _module_of_main() -> str:
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return spec.name if spec is not None else Path(sys.argv[0]).name
+
+
+def config_class_of(path: str | os.PathLike) -> type | None:
+    """The Config a params file mirrors, from its name (`04_grpo.yaml`, a variant `04_grpo_dapo.yaml`); None if
+    its name names no stage."""
+    from codelib.stages import STAGES
+
+    stem = Path(path).stem
+    names = [n for n in STAGES if stem == n or stem.startswith(n + "_")]
+    return STAGES[max(names, key=len)].config_class() if names else None
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m codelib.params PARAMS.yaml [key=value ...]`: the file with its `extends:` chain (and overrides)
+    merged, as YAML on stdout; checked against the stage's Config when its name names a stage."""
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(
+            _usage(None, "python -m codelib.params") + "\nPrints the file with its extends: chain merged (and the "
+            "overrides applied) as YAML, after checking it against its stage's Config."
+        )
+        raise SystemExit(0 if argv else 2)
+    debug = "--debug" in argv
+    try:
+        path, overrides, debug = parse_argv(argv)
+        values = {**load_yaml(path), **overrides}
+        cls = config_class_of(path)
+        if cls is not None:
+            load_config(cls, path, **overrides)
+    except USER_ERRORS as e:
+        fail(e, debug)
+    print(yaml.safe_dump(values, sort_keys=False, default_flow_style=None), end="")
+
+
+if __name__ == "__main__":
+    main()

@@ -16,6 +16,7 @@ from pathlib import Path
 from codelib import pipeline
 from codelib.stages import TRAIN_STAGES
 from codelib.evaluator import EvalConfig
+from codelib.paths import profiles
 from codelib.params import REPO_ROOT, ParamsError, build_config, checkpoints_root, load_yaml, reports_root, resolve
 
 STUDY_KEYS = {
@@ -151,9 +152,8 @@ def load_study(path: str | Path, split: str = "") -> Study:
     where = str(path)
     _unknown(where, data, STUDY_KEYS)
     profile = data.get("profile")
-    if not isinstance(profile, str) or not (REPO_ROOT / "params" / profile).is_dir():
-        known = sorted(p.name for p in (REPO_ROOT / "params").iterdir() if p.is_dir() and p.name != "accelerate")
-        raise StudyError(f"{where}: profile {profile!r} has no params/ directory; known profiles: {', '.join(known)}")
+    if not isinstance(profile, str) or profile not in profiles():
+        raise StudyError(f"{where}: profile {profile!r} has no params/ directory; known profiles: {', '.join(profiles())}")
     seeds = data.get("seeds")
     if (
         not isinstance(seeds, list)

@@ -11,9 +11,10 @@ import pytest
 
 from codelib import pipeline
 from codelib.params import REPO_ROOT, ParamsError, build_config, load_yaml
+from codelib.paths import profiles
 
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
-PROFILES = sorted(p.name for p in (REPO_ROOT / "params").iterdir() if p.is_dir() and p.name != "accelerate")
+PROFILES = profiles()  # params/base/ holds shared defaults, no profile
 
 
 def parameters_cell(nb: dict) -> str:

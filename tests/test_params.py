@@ -121,3 +121,136 @@ def test_shipped_overlays_hold_only_what_they_change():
         same = [k for k, v in own.items() if k != "extends" and base.get(k) == v]
         assert not same, f"{path.relative_to(REPO_ROOT)} repeats its base's {same}"
         assert load_yaml(path)  # the chain resolves
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# messages: every problem at once, each blamed on where it came from; the command line without tracebacks
+
+
+def test_every_problem_of_a_file_is_reported_at_once(tmp_path):
+    p = tmp_path / "all.yaml"
+    p.write_text("lr: fast\nsteps: 3\nname: a\nmodules: [q]\ntable: {}\nstpes: 4\n")
+    with pytest.raises(ParamsError) as e:
+        load_config(Demo, p)
+    lines = str(e.value).splitlines()
+    assert len(lines) == 3 and all(line.startswith(f"{p}: ") for line in lines)
+    assert "unknown parameter 'stpes' for Demo; did you mean 'steps'?" in lines[0]
+    assert "missing parameter 'flag'" in lines[1] and "parameter 'lr' should be float, got 'fast'" in lines[2]
+
+
+def test_a_bad_override_is_blamed_on_the_override_not_the_file(tmp_path):
+    p = tmp_path / "ok.yaml"
+    p.write_text(yaml.safe_dump(FULL))
+    with pytest.raises(ParamsError) as e:
+        load_config(Demo, p, steps="many", stpes=2)
+    assert str(e.value).splitlines() == [
+        "override stpes=2: unknown parameter 'stpes' for Demo; did you mean 'steps'?",
+        "override steps=many: parameter 'steps' should be int, got 'many' (str)",
+    ]
+    with pytest.raises(ParamsError, match=r"ok\.yaml with override steps=-1: steps must be >= 0"):
+        load_config(Demo, p, steps=-1)  # a cross-field check names the file and the override it was given
+
+
+def test_a_bad_value_in_a_base_file_is_blamed_on_that_file(tmp_path):
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump({**FULL, "steps": "3"}))
+    (tmp_path / "leaf.yaml").write_text("extends: base.yaml\nname: b\n")
+    with pytest.raises(ParamsError, match=rf"^{tmp_path / 'base.yaml'}: parameter 'steps' should be int"):
+        load_config(Demo, tmp_path / "leaf.yaml")
+
+
+def test_command_line_help_errors_and_debug(tmp_path, capsys):
+    from codelib.params import main_config
+
+    with pytest.raises(SystemExit) as e:
+        main_config(Demo, ["--help"], command="python -m demo")
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m demo PARAMS.yaml [key=value ...] [--debug]")
+    assert "  lr       float" in out and "  table    dict" in out
+    p = tmp_path / "ok.yaml"
+    p.write_text(yaml.safe_dump(FULL))
+    assert main_config(Demo, [str(p), "steps=7", "modules=[a, b]"]).modules == ["a", "b"]
+    with pytest.raises(SystemExit) as e:  # a user's error: one message, no traceback
+        main_config(Demo, [str(p), "steps=x"])
+    assert str(e.value).startswith("error: override steps=x: parameter 'steps' should be int")
+    with pytest.raises(SystemExit, match="override 'steps' should look like key=value"):
+        main_config(Demo, [str(p), "steps"])
+    with pytest.raises(ParamsError):  # --debug: the exception itself, with its traceback
+        main_config(Demo, [str(p), "steps=x", "--debug"])
+
+
+def test_params_command_help_and_merge():
+    import subprocess
+    import sys
+
+    run = lambda *a: subprocess.run([sys.executable, "-m", "codelib.params", *a], capture_output=True, text=True,  # noqa: E731
+                                    cwd=REPO_ROOT, timeout=120)  # fmt: skip
+    helped = run("--help")
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: python -m codelib.params PARAMS.yaml")
+    bad = run("params/nowhere/04_grpo.yaml")
+    assert bad.returncode == 1 and bad.stderr.startswith("error: params file not found")
+    assert "Traceback" not in bad.stderr
+
+
+def test_jsonl_run_logs_forgive_data_files_do_not(tmp_path):
+    import gzip
+
+    from codelib import jsonl, task
+
+    assert jsonl.read_jsonl(tmp_path / "none.jsonl") == []  # a run that has not started
+    with pytest.raises(FileNotFoundError):
+        jsonl.read_jsonl(tmp_path / "none.jsonl", strict=True)
+    data = tmp_path / "d.jsonl.gz"
+    with gzip.open(data, "wt") as f:
+        f.write('{"a": 1}\n\n{"a": 2}\n{"a": \n{"a": 3}\n')
+    assert jsonl.read_jsonl(data) == [{"a": 1}, {"a": 2}]
+    with pytest.raises(jsonl.JsonlError, match=r"d\.jsonl\.gz:4: not a JSON line"):
+        task.read_jsonl(data)  # the benchmarks' reader is the same one, strict
+    assert task.read_jsonl is not jsonl.read_jsonl and read_jsonl is jsonl.read_jsonl
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# profiles: every one extends params/base/; a real profile never reaches tiny
+
+PENDING_BASE = {"tiny", "smoke"}  # still complete files / on tiny: see the test below
+
+
+def chain(path) -> list:
+    """The files a params file's `extends:` chain reads, itself first."""
+    out = [path.resolve()]
+    while (base := yaml.safe_load(out[-1].read_text()).get("extends")) is not None:
+        out.append((out[-1].parent / base).resolve())
+    return out
+
+
+def real_profile_files():
+    from codelib.paths import profiles
+
+    return [p for prof in profiles() if prof != "tiny" for p in sorted((REPO_ROOT / "params" / prof).rglob("*.yaml"))
+            if "studies" not in p.parts and prof not in PENDING_BASE]  # fmt: skip
+
+
+def test_real_profiles_extend_base_and_never_tiny():
+    base, tiny = REPO_ROOT / "params" / "base", REPO_ROOT / "params" / "tiny"
+    files = real_profile_files()
+    assert len(files) >= 25
+    for path in files:
+        files_read = chain(path)
+        assert not [f for f in files_read if f.is_relative_to(tiny)], f"{path} reaches tiny: {files_read}"
+        assert files_read[-1].is_relative_to(base), f"{path} does not extend params/base/"
+
+
+def test_editing_tiny_changes_no_real_profile(tmp_path):
+    """Every tiny file rewritten (each value replaced) in a copy of params/: every real profile merges the same."""
+    import shutil
+
+    from codelib.params import load_yaml
+
+    copy = tmp_path / "params"
+    shutil.copytree(REPO_ROOT / "params", copy)
+    for path in (copy / "tiny").rglob("*.yaml"):
+        values = yaml.safe_load(path.read_text())
+        path.write_text(yaml.safe_dump({k: (v if k == "extends" else "edited in tiny") for k, v in values.items()}))
+    for path in real_profile_files():
+        edited = copy / path.relative_to(REPO_ROOT / "params")
+        assert load_yaml(edited) == load_yaml(path), f"{path.relative_to(REPO_ROOT)} follows a tiny file"
