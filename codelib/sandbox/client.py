@@ -85,6 +85,12 @@ class Worker:
     def submit(self, run, step: dict, sel, grace: float) -> None:
         self.run, self.step = run, step
         self.reply = self.result = None
+        # what the parent holds of one step, at most: the worker's reply and the judge's result, each capped before
+        # it is decoded (a plus job's judge sends three numbers; an inside plus run's outputs scale with the
+        # reference's)
+        self.reply_cap = int(step.get("reply_cap") or J.REPORT_CAP_BYTES + (1 << 20))
+        self.result_cap = int(step.get("result_cap") or J.REPORT_CAP_BYTES)
+        self.result_over = False
         request = dict(step["request"])
         # the program and its stdin go to the child in memory files the worker passes on unread: no program, input or
         # test ever sits in the worker's memory, where a later program forked from it could find it
@@ -153,13 +159,22 @@ class Worker:
                 self.spec_w = None
         elif what == "result":
             chunk = os.read(self.result_r, 1 << 20)
-            if chunk and len(self.result_buf) <= J.REPORT_CAP_BYTES:
+            if chunk and len(self.result_buf) + len(chunk) <= self.result_cap:
                 self.result_buf += chunk
-            elif not chunk:
+            elif chunk:
+                self.result_over = True  # read on, keep nothing: the judge is not left blocked on a full pipe
+                self.result_buf.clear()
+            else:
                 sel.unregister(self.result_r)
                 os.close(self.result_r)
                 self.result_r = None
-                self.result = bytes(self.result_buf)
+                self.result = (
+                    bytes(self.result_buf)
+                    if not self.result_over
+                    else json.dumps(
+                        {"exc": f"the judge's result exceeded {self.result_cap} bytes", "exc_type": "OverflowError"}
+                    ).encode()
+                )
 
     def complete(self) -> bool:
         return self.reply is not None and self.result_r is None
@@ -207,6 +222,9 @@ class Worker:
             (n,) = wire.FRAME.unpack_from(self.rbuf)
             if n > J.REPORT_CAP_BYTES + (1 << 20):
                 raise EOFError("the worker sent an oversized reply")
+            if n > getattr(self, "reply_cap", n) and len(self.rbuf) >= wire.FRAME.size + n:
+                del self.rbuf[: wire.FRAME.size + n]  # never decoded: an error verdict instead
+                return {"status": "error", "detail": f"the run's reply exceeded {self.reply_cap} bytes"}
             if len(self.rbuf) >= wire.FRAME.size + n:
                 body = bytes(self.rbuf[wire.FRAME.size : wire.FRAME.size + n])
                 del self.rbuf[: wire.FRAME.size + n]

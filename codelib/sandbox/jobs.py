@@ -231,6 +231,13 @@ def parse_error(program: str) -> tuple[str, str] | None:
     return None
 
 
+def clean_text(text, limit: int) -> str:
+    """Text from a worker as a Verdict holds it: a str of at most `limit` characters that encodes to UTF-8 (a JSON
+    reply may carry lone surrogates, which break `.encode()` in every consumer downstream)."""
+    text = str(text)[:limit]
+    return text.encode("utf-8", "replace").decode("utf-8") if not text.isascii() else text
+
+
 def _calls_cases(tests: str) -> list:
     cases = json.loads(tests)
     if type(cases) is not list or not all(type(c) is dict and "input" in c and "output" in c for c in cases):
@@ -261,7 +268,12 @@ class Run:
                 self.cases = len(_calls_cases(job.tests))
             except (ValueError, TypeError) as e:
                 self._finish(status="error", detail=f"the task's call tests are not a JSON list of cases: {e}"[:300])
-        if job.kind in ("function", "calls") and not self.finished and PARSE_FIRST and len(job.program) <= PARSE_FIRST_CHARS:
+        if (
+            job.kind in ("function", "calls")
+            and not self.finished
+            and PARSE_FIRST
+            and len(job.program) <= PARSE_FIRST_CHARS
+        ):
             self._parse_first()
 
     def _parse_first(self) -> None:
@@ -291,6 +303,9 @@ class Run:
         elif j.kind == "function":
             spec = dict(prelude=j.prelude, tests=j.tests, names=list(j.names), imports=list(j.imports),
                         entry_point=j.entry_point, plus_inputs=j.plus_inputs, digest_over=self.digest_over)  # fmt: skip
+            if self.ref is not None:  # the judge compares each plus output itself (its deadline bounds the work)
+                spec.update(expected=json.dumps(self.ref[2]), atol=j.atol, task_id=j.task_id)
+                step["result_cap"] = 1 << 20  # three numbers and a few lines of text come back, never outputs
             step["spec"] = json.dumps(spec).encode()
             step["budget"] += 2.0
         elif j.kind == "calls":  # each call gets the job's time limit; the run, all of them (the judge times each)
@@ -301,6 +316,8 @@ class Run:
         else:
             req.update(test_line=j.test_line, entry_point=j.entry_point, plus_inputs=j.plus_inputs,
                        digest_over=self.digest_over)  # fmt: skip
+            if self.ref is not None:  # the outputs are decoded here: at most 4x the reference's (+ stdout)
+                step["reply_cap"] = 4 * len(json.dumps(self.ref[2])) + 2 * self.box.max_output_bytes + (1 << 20)
         return step
 
     def fail(self, reply: dict) -> None:
@@ -348,10 +365,13 @@ class Run:
         self.out.update(stdout=stdout, tests_passed=passed, tests_total=total)
         status, detail = R.status(reply), R.text(reply, "detail")
         outputs = reply.get("outputs")
-        if self.ref is not None and outputs is not None:
+        if self.ref is not None and outputs is not None and status == "passed":
             status, detail = self._compare_plus(outputs, status, detail)
+        elif self.ref is not None and status == "passed":  # a plus job never skips its plus comparison
+            status, detail = "error", "the program reported no outputs for the plus inputs"
         elif self.ref is None and outputs is not None and reply.get("done") is True:
             self.out["outputs"] = R.decode_outputs(outputs)
+            self.out["outputs_raw"] = outputs
         self._finish(status=status, detail=detail)
 
     def _feed_function(self, reply: dict, result: bytes | None, stdout: str) -> None:
@@ -389,10 +409,20 @@ class Run:
         if total == 0:  # a program that is one test (a reference run, tests without asserts)
             self.out.update(tests_passed=int(status == "passed"), tests_total=1)
         outputs = r.get("outputs")
-        if outputs is not None and self.ref is not None:
-            status, detail = self._compare_plus(outputs, status, detail)
-        elif outputs is not None and r.get("done") is True:
+        if self.ref is not None and "plus" in r:
+            good, judged, first_bad = r["plus"]
+            self.out.update(tests_passed=self.out.get("tests_passed", 0) + good,
+                            tests_total=self.out.get("tests_total", 0) + judged)  # fmt: skip
+            if status == "passed" and good < judged:
+                status, detail = (
+                    "failed",
+                    f"plus input {max(first_bad, 0)}: output differs from the canonical solution's",
+                )
+        elif self.ref is not None and status == "passed":  # a plus job never skips its plus comparison
+            status, detail = "error", "the judge did not compare the plus outputs"
+        elif outputs is not None and r.get("done") is True and reply.get("timed_out") is not True:
             self.out["outputs"] = R.decode_outputs(outputs)
+            self.out["outputs_raw"] = outputs
         self._finish(status=status, detail=detail)
 
     def _compare_plus(self, outputs, status: str, detail: str) -> tuple[str, str]:
@@ -412,9 +442,9 @@ class Run:
         return Verdict(
             status=status,
             passed=status == "passed",
-            detail=str(self.out.get("detail", ""))[:1000],
+            detail=clean_text(self.out.get("detail", ""), 1000),
             duration_s=round(self.duration, 4),
-            stdout=str(self.out.get("stdout", ""))[:VERDICT_STDOUT_CHARS],
+            stdout=clean_text(self.out.get("stdout", ""), VERDICT_STDOUT_CHARS),
             tests_passed=int(self.out.get("tests_passed", 0)),
             tests_total=int(self.out.get("tests_total", 0)),
             judge="outside" if outside else "inside",

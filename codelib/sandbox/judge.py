@@ -186,7 +186,13 @@ def compile_tests(head: str, tests: str, filename: str = "<program>", got: bool 
     def has_assert(stmt) -> bool:  # on the text: cheaper than walking the tree, and a false hit is harmless
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             return False
+        if isinstance(stmt, ast.Assert) and tautology(stmt.test):
+            return False  # `assert True, "..."` (HumanEval/83's debugging lines) tests nothing: not counted
         return any("assert" in line for line in lines[stmt.lineno - 1 : stmt.end_lineno])
+
+    def tautology(test) -> bool:  # an assert of constants only: true (or false) whatever the program does
+        return not any(isinstance(n, (ast.Name, ast.Call, ast.Attribute, ast.Subscript, ast.NamedExpr,
+                                      ast.Lambda, ast.Await)) for n in ast.walk(test))  # fmt: skip
 
     def at(node, stmt):
         node.lineno, node.col_offset = stmt.lineno, stmt.col_offset
@@ -336,8 +342,10 @@ def run(spec: dict, channel: Channel) -> dict:
         namespace.update(__codelib_ok__=ok, __codelib_fail__=fail, __codelib_E__=Exception, __codelib_got__=got)
         for code in codes:
             exec(code, namespace)
-        if spec.get("plus_inputs"):
-            result["outputs"] = _plus_outputs(channel, spec)
+        if spec.get("plus_inputs") and spec.get("expected") is not None:
+            result["plus"] = _plus_compare(channel, spec)  # [matched, judged, first mismatch or -1]
+        elif spec.get("plus_inputs"):
+            result["outputs"] = _plus_outputs(channel, spec)  # a reference run: its outputs go to the parent
         result["done"] = True
     except ProgramDied as e:
         result["died"] = str(e)[:300]
@@ -404,6 +412,44 @@ def _run_calls(spec: dict, channel: Channel, result: dict, state: dict) -> None:
         elif state["first"] is None:
             state["first"] = sanitize(f"{where}: wrong answer (got {_short_repr(got)}, expected {_short_repr(want)})")
     result["done"] = True
+
+
+def _plus_compare(channel: Channel, spec: dict) -> list:
+    """The program's output on each plus input compared here, with EvalPlus's rules (`plus.compare`), against the
+    reference's: one output at a time, each answer capped at 4x its expected output's size (+1 MB). The judge's
+    deadline bounds the work; the parent receives three numbers."""
+    import types
+
+    from . import plus
+
+    inputs = wire.decode_args(json.loads(spec["plus_inputs"]))
+    expected = json.loads(spec["expected"])
+    entry, over = spec["entry_point"], int(spec.get("digest_over") or 0)
+    job = types.SimpleNamespace(task_id=spec.get("task_id", ""), entry_point=entry, atol=float(spec.get("atol") or 0),
+                                plus_inputs=spec["plus_inputs"])  # fmt: skip
+    good = total = 0
+    first_bad = -1
+    cap = channel.cap
+    for i, args in enumerate(inputs):
+        exp = wire.decode(expected[i], extra="he") if i < len(expected) else wire.Raised("missing")
+        if isinstance(exp, wire.Raised):
+            continue  # the reference raised: EvalPlus skips the input
+        total += 1
+        channel.cap = min(cap, 4 * len(json.dumps(expected[i])) + (1 << 20))
+        try:
+            out = wire.decode(channel.call(entry, tuple(args), {}, digest_over=over), extra="he")
+        except (Exception, RecursionError) as e:
+            out = wire.Raised(type(e).__name__)
+        finally:
+            channel.cap = cap
+        try:
+            ok = not isinstance(out, wire.Raised) and plus._same_plus_output(job, args, out, exp, job.atol)
+        except Exception:
+            ok = False
+        good += bool(ok)
+        if not ok and first_bad < 0:
+            first_bad = i
+    return [good, total, first_bad]
 
 
 def _plus_outputs(channel: Channel, spec: dict) -> list:

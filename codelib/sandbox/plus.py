@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 
-from .wire import Digest, Raised, decode_args  # noqa: F401 - Digest: compared by __eq__ below
+from .wire import Digest, Raised, WireError, decode_args, safe_set  # noqa: F401 - Digest: compared by __eq__ below
 
 # EvalPlus's special oracles: tasks whose reference output is one of several right answers.
 _MBPP_SET_EQ = {
@@ -53,6 +53,14 @@ def _allclose(out, exp, atol: float, rtol: float = 1e-7) -> bool:
     return False
 
 
+def _set_equal(out, exp) -> bool:
+    """set(out) == set(exp) in linear time (an output of many values sharing a hash is unequal, not a hang)."""
+    try:
+        return safe_set(out) == safe_set(exp)
+    except (WireError, TypeError):
+        return False
+
+
 def _same_plus_output(job, args, out, exp, atol: float) -> bool:
     """EvalPlus's comparison: exact match, special oracles, then allclose with atol (1e-6 for floats)."""
     mbpp, entry = job.task_id.lower().startswith("mbpp"), job.entry_point
@@ -66,7 +74,7 @@ def _same_plus_output(job, args, out, exp, atol: float) -> bool:
     elif mbpp and entry == "digit_distance_nums":
         exact = exact or out == _digit_distance(*args)
     elif mbpp and entry in _MBPP_SET_EQ:
-        exact = set(out) == set(exp)
+        exact = _set_equal(out, exp)
     elif mbpp and entry in _MBPP_NOT_NONE:
         exact = out == (exp is not None) if isinstance(out, bool) else (out is not None) == (exp is not None)
     if not mbpp and entry == "find_zero":

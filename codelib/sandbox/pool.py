@@ -61,21 +61,34 @@ class Sandbox:
         unprivileged: bool = False,  # behave as without root (user namespace, no uid switch): tests that path
         namespaces: bool = True,  # False: behave as a host without namespaces (tests the last fallback)
         hide: tuple = (),  # kept for compatibility: the program's root is an allow-list, nothing else is visible
+        packages: tuple | None = None,  # importable beyond the stdlib (their code files only); None: DEFAULT_PACKAGES
+        site_packages: list | None = None,  # where to find them; None: this interpreter's site-packages
     ):
         self.workers = int(workers or len(os.sched_getaffinity(0)))
         self.timeout_s, self.memory_mb = float(timeout_s), int(memory_mb)
         self.reference_timeout_s, self.grace_s = float(reference_timeout_s), float(grace_s)
         self.max_output_bytes = int(max_output_bytes)
-        site_packages = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+        if site_packages is None:
+            site_packages = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
         hidden = isolation.under_tmp(isolation.interpreter_paths(site_packages)) if namespaces else None
         if hidden:  # each run gets a fresh, empty /tmp: the programs' root could not show them this environment
             raise SandboxError(f"the sandbox gives every program a fresh, empty /tmp, which would hide this Python "
                                f"environment ({hidden}) from it: install codelib's environment outside /tmp (clone "
                                f"the repository elsewhere, e.g. under your home directory, and run `make setup` "
                                f"there)")  # fmt: skip
+        self.packages = tuple(isolation.DEFAULT_PACKAGES if packages is None else packages)
+        # code, never data: the programs' root shows the interpreter, the stdlib and the allowed packages' code
+        # files; anything left in that view that looks like a benchmark's data stops the pool here
+        view = isolation.program_view(list(site_packages), self.packages) if namespaces else {}
+        data = isolation.benchmark_data(view) if namespaces else None
+        if data:
+            raise SandboxError(f"programs would see benchmark data: {data}. A program that reads a benchmark's "
+                               f"file passes its tasks without solving them; remove the file (or the package that "
+                               f"ships it) from the interpreter's directories")  # fmt: skip
         self._config = dict(
             # -S keeps the worker small (no .pth hooks); programs still import what the caller's env installed
-            site_packages=site_packages,
+            site_packages=site_packages[:1] if namespaces else site_packages,
+            view=view,
             memory_mb=self.memory_mb,
             plus_memory_mb=J.PLUS_MEMORY_MB,
             max_file_mb=max_file_mb,
@@ -150,7 +163,7 @@ class Sandbox:
             for key, run in zip(todo, runs, strict=True):
                 outputs = run.outputs()
                 if outputs is not None:
-                    expected[key] = J.REFERENCE_CACHE[key] = (outputs, run.duration)
+                    expected[key] = J.REFERENCE_CACHE[key] = (outputs, run.duration, run.out["outputs_raw"])
                 else:
                     expected[key] = None  # not cached: a loaded machine may have timed it out
                 while len(J.REFERENCE_CACHE) > 256:

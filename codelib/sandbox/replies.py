@@ -74,6 +74,9 @@ def judge_result(data: bytes | None) -> dict:
         out["done"] = True
     if type(r.get("outputs")) is list:
         out["outputs"] = r["outputs"]
+    p = r.get("plus")
+    if type(p) is list and len(p) == 3 and all(type(x) is int and -1 <= x < 1 << 31 for x in p) and p[0] <= p[1]:
+        out["plus"] = p
     return out
 
 

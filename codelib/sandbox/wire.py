@@ -94,6 +94,26 @@ def encode(x, depth: int = 0):
                     "complex, list, tuple, dict, set, frozenset)")  # fmt: skip
 
 
+HASH_PEERS = 64  # distinct values one hash may have in a set or dict built from untrusted data
+
+
+def safe_set(items, frozen: bool = False):
+    """set(items) in linear time whatever the values: building a set of n distinct values that share one hash (ints
+    k * (2**61 - 1), floats x * 2**61k, tuples of them) takes n**2 / 2 comparisons; here each hash may have at most
+    HASH_PEERS distinct values (a WireError beyond), checked with at most that many comparisons per item."""
+    peers: dict = {}
+    try:
+        for x in items:
+            group = peers.setdefault(hash(x), [])
+            if not any(x == y for y in group):
+                if len(group) >= HASH_PEERS:
+                    raise WireError(f"more than {HASH_PEERS} distinct values share one hash (adversarial hashes)")
+                group.append(x)
+    except TypeError:
+        raise WireError("a set element is not hashable") from None
+    return frozenset(items) if frozen else set(items)
+
+
 def decode(x, depth: int = 0, extra: str = ""):
     """The plain value of a tree received from another process, checked node by node.
 
@@ -120,21 +140,18 @@ def decode(x, depth: int = 0, extra: str = ""):
         items = [decode(i, depth + 1, extra) for i in v]
         if tag == "t":
             return tuple(items)
-        try:
-            return set(items) if tag == "s" else frozenset(items)
-        except TypeError:
-            raise WireError("a set element is not hashable") from None
+        return safe_set(items, frozen=tag == "z")
     if tag == "d" and type(v) is list:
-        out = {}
+        pairs = []
         for pair in v:
             if type(pair) is not list or len(pair) != 2:
                 raise WireError("a dict item is not a [key, value] pair")
-            key = decode(pair[0], depth + 1, extra)
-            try:
-                out[key] = decode(pair[1], depth + 1, extra)
-            except TypeError:
-                raise WireError("a dict key is not hashable") from None
-        return out
+            pairs.append((decode(pair[0], depth + 1, extra), decode(pair[1], depth + 1, extra)))
+        try:
+            safe_set([k for k, _ in pairs])  # the keys' hashes checked before the dict is built
+        except WireError as e:
+            raise WireError(str(e).replace("set element", "dict key")) from None
+        return dict(pairs)
     if tag == "b" and type(v) is str:
         try:
             return bytes.fromhex(v)

@@ -124,9 +124,7 @@ class Server:
         isolation.mount(None, "/", None, isolation.MS_REC | isolation.MS_PRIVATE)
         os.makedirs(ROOT, 0o755, exist_ok=True)
         isolation.mount("tmpfs", ROOT, "tmpfs", isolation.MS_NOSUID | isolation.MS_NODEV, "size=16m,mode=755")
-        paths = isolation.interpreter_paths(list(self.config.get("site_packages", [])))
-        paths += [p for p in sys.path if p.startswith("/") and "site-packages" not in p and "codelib" not in p]
-        isolation.build_root(ROOT, paths)
+        isolation.build_root(ROOT, self.config["view"])  # the pool's `isolation.program_view`
         self._start_factory(ROOT)
         isolation.unshare(isolation.CLONE_NEWPID)  # allowed wherever the other namespaces were
         self._start_init()
