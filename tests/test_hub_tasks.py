@@ -368,34 +368,150 @@ LCB_WRONG = {
     ),
     "1872_A": "print(input())\n",
 }
-TACO_WRONG = [
-    "n = int(input())\nprint(n * (n - 1) // 2)\n",
-    "def count_vowels(s):\n    return sum(c in 'aeio' for c in s)\n",
-    "class Solution:\n    def twoSum(self, nums, target):\n        return [0, 1]\n",
+
+# Every case: (task, program, the reference harness's verdict, why). The reference verdicts are what lcb_runner's
+# testing_util.py, TACO's metrics/testing_util.py and DeepMind's OutputsMatch give on these programs and tests.
+CC_SUM = "a, b = map(int, input().split())\n"
+VERDICTS = [
+    # CodeContests, DeepMind's checker
+    ("codecontests/1000_A. Two Numbers", "canonical", True, "the first Python 3 solution"),
+    ("codecontests/1000_A. Two Numbers", CC_SUM + "print(a - b)\n", False, "its incorrect solution"),
+    ("codecontests/1001_B. Mean Value", "canonical", True, "'%.7f' against 6 digits: within 1e-5"),
+    (
+        "codecontests/1001_B. Mean Value",
+        "n = int(input())\nxs = list(map(int, input().split()))\nprint(sum(xs) // n)\n",
+        False,
+        "integer division",
+    ),  # fmt: skip
+    ("codecontests/1002_A. Even", "canonical", True, "'Yes' for 'YES': tokens are lowercased"),
+    ("codecontests/1002_A. Even", "print('YES')\n", False, "NO expected on the private test"),
+    ("codecontests/1003_B. Third", "canonical", True, "'0.33333' for '0.333333333': |diff| < 1e-5"),
+    ("codecontests/1003_B. Third", "print('%.4f' % (int(input()) / 3))\n", False, "|diff| 3.3e-5"),
+    ("codecontests/1000_A. Two Numbers#2", "canonical", True, "the second problem of that name"),
+    ("codecontests/1000_A. Two Numbers#2", "print(max(map(int, input().split())))\n", False, "its incorrect solution"),
+    # TACO, metrics/testing_util.py
+    ("taco/0", "canonical", True, "stdin"),
+    ("taco/0", "n = int(input())\nprint(n * (n - 1) // 2)\n", False, "off by n"),
+    ("taco/1", "canonical", True, "a result stored wrapped in a list"),
+    ("taco/1", "def count_vowels(s):\n    return sum(c in 'aeio' for c in s)\n", False, "misses u"),
+    ("taco/2", "canonical", True, "Solution().twoSum"),
+    ("taco/2", "class Solution:\n    def twoSum(self, nums, target):\n        return [0, 1]\n", False, "constant"),
+    ("taco/3", "canonical", True, "a list of tuples against the stored lists"),
+    ("taco/3", "def squares(n):\n    return [(i, i + i) for i in range(n)]\n", False, "2i, not i*i"),
+    ("taco/4", "canonical", True, "int dict keys against the stored string keys"),
+    ("taco/4", "def lengths(xs):\n    return {str(len(str(x))): 1 for x in xs}\n", False, "string keys, counts 1"),
+    ("taco/7", "canonical", True, "sorted"),
+    (
+        "taco/7",
+        "a, b = input().split()\nprint(a)\nprint(b)\n",
+        True,
+        "unsorted, but TACO compares sets of one-character tokens",
+    ),  # fmt: skip
+    ("taco/7", "a, b = map(int, input().split())\nprint(a + b)\n", False, "the sum"),
+    # LiveCodeBench, lcb_runner
+    *[(f"livecodebench/{k}", v, True, "reference") for k, v in LCB_RIGHT.items()],
+    *[(f"livecodebench/{k}", v, False, "wrong") for k, v in LCB_WRONG.items()],
+    (
+        "livecodebench/abc998_b",
+        "a, b = map(int, input().split())\nprint(gcd(a, b))\nprint(a - b)\n",
+        True,
+        "gcd without an import: lcb_runner runs its import block first",
+    ),  # fmt: skip
+    (
+        "livecodebench/abc998_b",
+        "import math\na, b = map(int, input().split())\nprint(str(math.gcd(a, b)).zfill(3))\n"
+        "print('-0' if a == b else a - b)\n",
+        True,
+        "'006' and '-0' are Decimal-equal to '6' and '0'",
+    ),  # fmt: skip
+    ("livecodebench/abc998_c", "n = int(input())\nprint(f'{n / 3:.10f} {n}')\n", True, "'1.0000000000 3' is '1 3'"),
+    ("livecodebench/abc998_c", "n = int(input())\nprint(n / 3, n)\n", False, "extra float digits"),
+    ("livecodebench/abc998_c", "n = int(input())\nprint(f'{n / 3:.10f}')\nprint(n)\n", False, "two lines for one"),
+    (
+        "livecodebench/3001",
+        "class Solution:\n    def findPair(self, nums):\n        seen = {}\n"
+        "        for j, x in enumerate(nums):\n            if x in seen:\n                return (seen[x], j)\n"
+        "            seen[x] = j\n",
+        True,
+        "a tuple for a list: lcb_runner converts it",
+    ),  # fmt: skip
+    (
+        "livecodebench/3001",
+        "class Solution:\n    def findPair(self, nums):\n        seen = {}\n"
+        "        for j, x in enumerate(nums):\n            if x in seen:\n                return [j, seen[x]]\n"
+        "            seen[x] = j\n",
+        False,
+        "indices swapped",
+    ),  # fmt: skip
 ]
 
 
-def test_reference_solutions_pass_and_wrong_ones_fail(hub):
+def _hub_tasks() -> dict:
     with pytest.warns(UserWarning, match="skipped 1"):
         contests = load_tasks("codecontests", "train", source="hub")
-    taco = load_tasks("taco", "train")
+    with pytest.warns(UserWarning, match="skipped 1"):
+        taco = load_tasks("taco", "train")
     lcb = load_tasks("livecodebench", "test", release_version="release_v2")
-    right = [(t, t.canonical_solution) for t in contests + taco]
-    right += [(t, LCB_RIGHT[t.task_id.split("/")[1]]) for t in lcb]
-    wrong = [(t, c) for t, r in zip(contests, _records("code_contests.jsonl"), strict=False)
-             for lang, c in zip(r["incorrect_solutions"]["language"], r["incorrect_solutions"]["solution"],
-                                strict=True) if lang == 3]  # fmt: skip
-    wrong += list(zip(taco, TACO_WRONG, strict=True)) + [(t, LCB_WRONG[t.task_id.split("/")[1]]) for t in lcb]
-    assert len(right) == 8 and len(wrong) == 9
-    pairs = right + wrong
-    verdicts = sandbox.check([t for t, _ in pairs], [c for _, c in pairs], workers=2, timeout_s=20)
-    got = [(t.task_id, v.status, v.detail) for (t, _), v in zip(pairs, verdicts, strict=True)]
-    assert [g for g, v in zip(got[: len(right)], verdicts, strict=False) if not v.passed] == []
-    assert [g for g, v in zip(got[len(right) :], verdicts[len(right) :], strict=True) if v.passed] == []
-    assert all(v.status == "failed" for v in verdicts[len(right) :]), got[len(right) :]
-    # each assert of a function task counts as one test, so test_fraction_reward has a gradient
-    fn = next(v for (t, _), v in zip(pairs, verdicts, strict=True) if t.task_id == "livecodebench/2917")
+    return {t.task_id: t for t in contests + taco + lcb}
+
+
+def test_verdicts_are_the_reference_harnesses(hub):
+    tasks = _hub_tasks()
+    cases = [(tasks[tid], tasks[tid].canonical_solution if p == "canonical" else p, v, why)
+             for tid, p, v, why in VERDICTS]  # fmt: skip
+    verdicts = sandbox.check([t for t, *_ in cases], [p for _, p, *_ in cases], workers=2, timeout_s=20)
+    wrong = [(t.task_id, why, v.status, v.detail) for (t, _, ref, why), v in zip(cases, verdicts, strict=True)
+             if v.passed is not ref]  # fmt: skip
+    assert wrong == [], "\n".join(map(str, wrong))
+    assert all(v.status == "failed" for (*_, ref, _), v in zip(cases, verdicts, strict=True) if not ref)
+    # each call of a calls task counts as one test, so test_fraction_reward has a gradient
+    fn = next(v for (t, *_), v in zip(cases, verdicts, strict=True) if t.task_id == "livecodebench/2917")
     assert (fn.tests_passed, fn.tests_total) == (3, 3)
+
+
+def test_integers_past_4300_digits_are_data(hub):
+    """TACO records with a 5071-digit integer: read (int digit limit lifted for parsing), and judged right when the
+    program returns or prints it (the reference harnesses run without Python's limit, or with 50000 digits)."""
+    tasks = _hub_tasks()
+    power, printed = tasks["taco/5"], tasks["taco/8"]
+    verdicts = sandbox.check([power, printed, printed], [power.canonical_solution, printed.canonical_solution,
+                             "print(7 ** int(input()) + 1)\n"], workers=2, timeout_s=20)  # fmt: skip
+    assert [(v.passed, v.status) for v in verdicts] == [(True, "passed"), (True, "passed"), (False, "failed")], [
+        v.detail for v in verdicts
+    ]
+
+
+def test_livecodebench_functional_task_with_large_arguments_passes_in_its_budgets(tmp_path, monkeypatch):
+    """12 tests whose arguments are 1e5-element lists (a LeetCode-sized task): judged one call at a time, each in
+    its own budget, arguments parsed as data; compiled into one program of literal asserts this took 5.7 s and
+    1.5 GB just to compile, and failed with MemoryError under the default limit."""
+    import random
+
+    from codelib import task as tasks_module
+
+    rng = random.Random(0)
+    cases = []
+    for _ in range(12):
+        nums = [rng.randint(-(10**9), 10**9) for _ in range(100_000)]
+        cases.append({"input": f"{json.dumps(nums)}\n{rng.randint(1, 10**5)}", "output": json.dumps(sum(nums)),
+                      "testtype": "functional"})  # fmt: skip
+    record = _records("lcb_test.jsonl")[1] | {
+        "question_id": "9999",
+        "public_test_cases": json.dumps(cases[:1]),
+        "private_test_cases": base64.b64encode(zlib.compress(pickle.dumps(json.dumps(cases[1:])))).decode(),
+        "metadata": json.dumps({"func_name": "total"}),
+        "starter_code": "class Solution:\n    def total(self, nums: List[int], k: int) -> int:\n        ",
+    }
+    monkeypatch.setattr(tasks_module, "hub_records", lambda *a, **k: [record])
+    (task,) = load_tasks("livecodebench", "test", release_version="v1")
+    assert task.kind == "calls" and len(json.loads(task.tests)) == 12
+    right = "class Solution:\n    def total(self, nums, k):\n        return sum(nums)\n"
+    wrong = (
+        "class Solution:\n    def total(self, nums, k):\n        return sum(nums) + (k == -1) + (len(nums) > 99999)\n"
+    )
+    good, bad = sandbox.check([task, task], [right, wrong], workers=2, timeout_s=6)
+    assert good.passed and (good.tests_passed, good.tests_total) == (12, 12), good.detail
+    assert bad.status == "failed" and bad.tests_passed == 0
 
 
 # ---------------------------------------------------------------------------------------------------------------
