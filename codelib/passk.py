@@ -74,12 +74,14 @@ def plot_curves(curves: dict[str, dict], title: str = "pass@k with 95% bootstrap
     """pass@k against k (log2 axis) per checkpoint, each with its interval as a band; returns the figure."""
     import matplotlib.pyplot as plt
 
-    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(6.5, 4.2))
-    for i, (name, cv) in enumerate(curves.items()):
+    from codelib.stages import color_of
+
+    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(7.5, 4.2), layout="constrained")
+    for name, cv in curves.items():
         if not cv["k"]:
             continue
-        ax.plot(cv["k"], 100 * np.asarray(cv["pass@k"]), color=f"C{i}", label=name, marker="." if len(cv["k"]) < 20 else None)  # fmt: skip
-        ax.fill_between(cv["k"], 100 * np.asarray(cv["ci_low"]), 100 * np.asarray(cv["ci_high"]), color=f"C{i}", alpha=0.2)  # fmt: skip
+        ax.plot(cv["k"], 100 * np.asarray(cv["pass@k"]), color=color_of(name), label=name, marker="." if len(cv["k"]) < 20 else None)  # fmt: skip
+        ax.fill_between(cv["k"], 100 * np.asarray(cv["ci_low"]), 100 * np.asarray(cv["ci_high"]), color=color_of(name), alpha=0.2)  # fmt: skip
     k_max = max((max(cv["k"]) for cv in curves.values() if cv["k"]), default=1)
     ax.set_xscale("log", base=2)
     ax.set_xticks([2**i for i in range(int(math.log2(k_max)) + 1)], [str(2**i) for i in range(int(math.log2(k_max)) + 1)])  # fmt: skip
@@ -87,8 +89,7 @@ def plot_curves(curves: dict[str, dict], title: str = "pass@k with 95% bootstrap
     ax.set_ylabel("pass@k (%)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)  # beside the panel, clear of the bands
     return fig
 
 

@@ -10,6 +10,15 @@ unchanged since its last successful run, whose judging code (extraction, sandbox
 is unchanged if it judges completions, and whose run directories still exist, is skipped unless `--force`.
 A failing stage stops the run, naming the notebook, the cell and the error; its executed notebook is kept for
 inspection.
+
+What a stage prints (its progress lines, one every 20 s or so) streams to this terminal as it runs, indented under
+the stage's name. The tiny profile's base model is pretrained first, as its own step with its own time (once: it is
+cached under checkpoints/tiny/base/). Executed notebooks are written with paths relative to the repository and
+their parameter cells collapsed, so a report opens on its results. A stage whose Config has an `out_dir` left empty
+writes into reports/<profile>/ when the pipeline runs it (and into a scratch folder when papermill runs it alone).
+
+    python -m codelib.pipeline --list            # the stages of a profile, opt-in ones marked
+    python -m codelib.pipeline --only 04 06 07   # just these (names or numbers)
 """
 
 from __future__ import annotations
@@ -22,12 +31,13 @@ import json
 import os
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import papermill as pm
 
-from codelib.fingerprint import JUDGE, SCORE, code_hash
 from codelib import stages as stage_registry
+from codelib.fingerprint import JUDGE, SCORE, code_hash
 from codelib.params import (
     REPO_ROOT,
     ParamsError,
@@ -37,6 +47,7 @@ from codelib.params import (
     load_yaml,
     run_dir,
 )
+from codelib.paths import profiles
 
 # stage -> Config class its params mirror (the order is the run order), from the one stage registry
 STAGES = {name: stage.config for name, stage in stage_registry.STAGES.items()}
@@ -55,9 +66,8 @@ def config_class(stage: str):
 def profile_stages(profile: str, root: Path = REPO_ROOT) -> list[str]:
     """The stages that have a params file in params/<profile>/, in run order."""
     pdir = root / "params" / profile
-    if not pdir.is_dir():
-        known = sorted(p.name for p in (root / "params").iterdir() if p.is_dir() and p.name != "accelerate")
-        raise FileNotFoundError(f"no params directory {pdir}; known profiles: {', '.join(known)}")
+    if profile not in profiles(root):  # params/base/ and params/accelerate/ are no profiles
+        raise FileNotFoundError(f"no params directory {pdir}; known profiles: {', '.join(profiles(root))}")
     return [s for s in STAGES if (pdir / f"{s}.yaml").exists()]
 
 
@@ -67,7 +77,9 @@ def select(stages: list[str], only: list[str] | None, start: str | None) -> list
     def match(key: str) -> str:
         hits = [s for s in stages if s == key or s.split("_")[0] == key or s.split("_", 1)[-1] == key]
         if not hits:
-            raise ValueError(f"unknown stage {key!r}; this profile has: {', '.join(stages)}")
+            raise ValueError(
+                f"unknown stage {key!r}; this profile has: {', '.join(stages)} (python -m codelib.pipeline --list)"
+            )
         return hits[0]
 
     if start:
@@ -121,13 +133,66 @@ def code_key(stage: str) -> str:
     return code_hash(SCORE if stage == "06_eval" else JUDGE)
 
 
-def run_stage(stage: str, params: dict, notebook: Path, out_nb: Path, kernel: str | None = None) -> None:
-    """Execute a stage's notebook with papermill. Its kernel imports the `codelib` this process runs (REPO_ROOT leads
-    the kernel's PYTHONPATH): a clone that shares another clone's virtualenv would otherwise run that clone's code
-    (its editable install) under this clone's code hashes."""
+class _Stream:
+    """Where a stage's printed output goes while it runs: this terminal, each line indented under the stage, a
+    carriage-return redraw kept as its last state only."""
+
+    def __init__(self, log=print, prefix: str = "    "):
+        self.log, self.prefix, self.buf = log, prefix, ""
+
+    def write(self, text: str) -> None:
+        self.buf += text
+        while "\n" in self.buf:
+            line, self.buf = self.buf.split("\n", 1)
+            line = line.rsplit("\r", 1)[-1].rstrip()
+            if line.strip():
+                self.log(self.prefix + line)
+
+    def flush(self) -> None:
+        pass
+
+
+def _kernel_config():
+    """Local kernels talk over IPC sockets where the OS has them: no TCP ports, and no "Kernel is running over TCP
+    without encryption" warning from every kernel the pipeline starts."""
+    from traitlets.config import Config
+
+    c = Config()
+    if os.name == "posix":
+        c.KernelManager.transport = "ipc"
+    return c
+
+
+def tidy_report(out_nb: Path, root: Path = REPO_ROOT) -> None:
+    """Make an executed notebook a report: paths relative to the repository (no machine's absolute paths in a
+    committed file), the parameter cells (the default one and papermill's injected one) collapsed, and the printed
+    Config folded away, so the results come first when it is opened."""
+    if not out_nb.exists():
+        return
+    text = out_nb.read_text(encoding="utf-8")
+    for prefix in {str(root), str(REPO_ROOT)}:
+        text = text.replace(prefix + "/", "").replace(prefix, ".")
+    nb = json.loads(text)
+    for cell in nb.get("cells", []):
+        tags = cell.get("metadata", {}).get("tags", [])
+        src = "".join(cell.get("source", ""))
+        if "parameters" in tags or "injected-parameters" in tags:
+            cell["metadata"].setdefault("jupyter", {})["source_hidden"] = True
+        elif "config_from_namespace(" in src:
+            cell["metadata"].setdefault("jupyter", {})["outputs_hidden"] = True
+    out_nb.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def run_stage(stage: str, params: dict, notebook: Path, out_nb: Path, kernel: str | None = None, log=None) -> None:
+    """Execute a stage's notebook with papermill, its printed output streamed to `log` (default: stdout) as it runs.
+
+    Its kernel imports the `codelib` this process runs (REPO_ROOT leads the kernel's PYTHONPATH): a clone that shares
+    another clone's virtualenv would otherwise run that clone's code (its editable install) under this clone's code
+    hashes."""
     out_nb.parent.mkdir(parents=True, exist_ok=True)
     before = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), before] if before else [str(REPO_ROOT)])
+    stream = _Stream(log or (lambda line: print(line, flush=True)))
     try:
         pm.execute_notebook(
             str(notebook),
@@ -137,19 +202,52 @@ def run_stage(stage: str, params: dict, notebook: Path, out_nb: Path, kernel: st
             cwd=str(notebook.parent),
             progress_bar=False,
             log_output=False,
+            stdout_file=stream,
+            stderr_file=stream,
             request_save_on_cell_execute=True,
+            config=_kernel_config(),
         )
     except pm.PapermillExecutionError as e:
         raise StageFailed(
-            f"stage {stage} failed: {notebook.relative_to(REPO_ROOT) if notebook.is_relative_to(REPO_ROOT) else notebook}"
-            f" cell {e.exec_count} raised {e.ename}: {e.evalue}\n"
+            f"stage {stage} failed: {_rel(notebook)} cell {e.exec_count} raised {e.ename}: {e.evalue}\n"
             f"the executed notebook is kept for inspection: {out_nb}"
         ) from None
     finally:
+        stream.write("\n")
+        tidy_report(out_nb)
         if before is None:
             os.environ.pop("PYTHONPATH", None)
         else:
             os.environ["PYTHONPATH"] = before
+
+
+def _rel(path: Path, root: Path = REPO_ROOT) -> str:
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{int(seconds // 60)} min {seconds % 60:02.0f} s"
+
+
+def uses_tiny(params: dict[str, dict]) -> bool:
+    """Whether a stage starts from (or evaluates) the tiny model built on demand (`init: tiny`, `base: tiny`)."""
+    return any(v.get("init") == "tiny" or "tiny" in (v.get("checkpoints") or {}).values() for v in params.values())
+
+
+def build_tiny(log=print) -> float:
+    """Pretrain the tiny base model now, as its own step, when the cached one is missing or stale; its seconds."""
+    from dataclasses import asdict
+
+    from codelib import tiny
+
+    if tiny._read_build(tiny.TINY_DIR) == asdict(tiny.TinyBuild()):
+        return 0.0
+    log(f"[tiny] base model: pretraining a tiny Llama on the synthetic training split -> {_rel(tiny.TINY_DIR)}")
+    t0 = time.time()
+    tiny.build_tiny_model(verbose=True)
+    dt = time.time() - t0
+    log(f"[tiny] base model: done in {_minutes(dt)} (cached: later runs reuse it)")
+    return dt
 
 
 def run(
@@ -165,17 +263,32 @@ def run(
     """Run (or skip) the selected stages; return (stage, "ran" | "skipped", seconds) rows."""
     stages = select(profile_stages(profile, root), only, start)
     params = check_params(profile, stages, root)
+    missing = [s for s in stages if not (root / "notebooks" / f"{s}.ipynb").exists()]
+    if missing:
+        raise FileNotFoundError(
+            f"no notebook for stage(s) {', '.join(missing)} in {_rel(root / 'notebooks', root)}/: "
+            "regenerate them with python tools/make_notebooks.py"
+        )
     reports = reports or root / "reports" / profile
+    for stage in stages:  # a stage that writes figures and tables writes them into the profile's reports
+        if params[stage].get("out_dir") == "" and "out_dir" in {
+            f.name for f in dataclasses.fields(config_class(stage))
+        }:
+            params[stage] = {**params[stage], "out_dir": _rel(reports, root) if root == REPO_ROOT else str(reports)}
     # stamps live beside the checkpoints: wiping checkpoints/ (or a fresh clone with committed reports) reruns all
     stamps = (checkpoints_root() if root == REPO_ROOT else root / "checkpoints") / profile / ".stamps"
-    os.environ["CODELIB_HEADLESS"] = "1"  # widgets print instead of rendering (read by codelib.explore)
+    os.environ["CODELIB_HEADLESS"] = "1"  # widgets print, bars print lines (codelib.progress, codelib.explore)
     all_stages = profile_stages(profile, root)
     results = []
+    if root == REPO_ROOT and uses_tiny(params):
+        dt = build_tiny(log)
+        if dt:
+            results.append(("tiny base model", "ran", dt))
     upstream = ""
     for stage in all_stages:
         notebook = root / "notebooks" / f"{stage}.ipynb"
         if not notebook.exists():
-            raise FileNotFoundError(f"stage {stage}: notebook {notebook} is missing")
+            raise FileNotFoundError(f"stage {stage}: notebook {_rel(notebook, root)} is missing")
         values = params[stage] if stage in params else load_yaml(root / "params" / profile / f"{stage}.yaml")
         key = _digest(stage, json.dumps(values, sort_keys=True), notebook.read_text(), code_key(stage), upstream)
         upstream = key  # a change upstream invalidates every stage after it
@@ -190,38 +303,66 @@ def run(
                 results.append((stage, "skipped", 0.0))
                 continue
             log(f"[{profile}] {stage}: its output {gone[0]} is gone; running it again")
-        log(
-            f"[{profile}] {stage}: running {notebook.name} -> {out_nb.relative_to(root) if out_nb.is_relative_to(root) else out_nb}"
-        )
+        log(f"[{profile}] {stage}: running {notebook.name} -> {_rel(out_nb, root)}")
         stamp.unlink(missing_ok=True)
         t0 = time.time()
-        run_stage(stage, params[stage], notebook, out_nb, kernel=kernel)
+        try:
+            run_stage(stage, params[stage], notebook, out_nb, kernel=kernel, log=log)
+        finally:
+            if root != REPO_ROOT:
+                tidy_report(out_nb, root)
         dt = time.time() - t0
         atomic_write_json(stamp, {"key": key, "seconds": round(dt, 1), "finished": time.strftime("%Y-%m-%d %H:%M:%S")})
-        log(f"[{profile}] {stage}: done in {dt:.0f} s")
+        log(f"[{profile}] {stage}: done in {_minutes(dt)}")
         results.append((stage, "ran", dt))
     return results
 
 
+def list_stages(profile: str) -> str:
+    """The profile's stages in run order, each with what it is; opt-in ones marked with the command that runs them."""
+    lines = []
+    for name in profile_stages(profile):
+        st = stage_registry.STAGES[name]
+        note = f"  (opt-in: python -m codelib.pipeline --profile {profile} --only {name})" if st.opt_in else ""
+        note += "  (run by python -m codelib.study, not by the pipeline)" if not st.in_profile else ""
+        lines.append(f"{name:14s} {st.kind:6s} {st.label}{note}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m codelib.pipeline", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m codelib.pipeline",
+        description="Run a profile's notebooks in order with papermill; executed copies, tables and figures land in "
+        "reports/<profile>/. Up-to-date stages are skipped.",
+        epilog="examples: python -m codelib.pipeline --list | --only 06_eval 07_plots | --from 04 --force",
+    )
     ap.add_argument("--profile", default="tiny", help="a folder of params/ (default: tiny)")
-    ap.add_argument("--only", nargs="+", help="run just these stages (names or numbers, e.g. 01 06_eval)")
-    ap.add_argument("--from", dest="start", help="run from this stage on")
+    ap.add_argument(
+        "--only", nargs="+", metavar="STAGE", help="run just these stages (names or numbers, e.g. 01 06_eval)"
+    )
+    ap.add_argument("--from", dest="start", metavar="STAGE", help="run from this stage on")
     ap.add_argument("--force", action="store_true", help="rerun stages that are up to date")
-    ap.add_argument("--list", action="store_true", help="list the profile's stages and exit")
+    ap.add_argument("--list", action="store_true", help="list the profile's stages (opt-in ones marked) and exit")
+    ap.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     args = ap.parse_args(argv)
     try:
         if args.list:
-            print("\n".join(profile_stages(args.profile)))
+            print(list_stages(args.profile))
             return 0
         t0 = time.time()
         rows = run(args.profile, args.only, args.start, args.force)
         ran = sum(1 for _, s, _ in rows if s == "ran")
-        print(f"[{args.profile}] {ran} stage(s) ran, {len(rows) - ran} skipped, {time.time() - t0:.0f} s in all")
+        print(f"[{args.profile}] {ran} step(s) ran, {len(rows) - ran} skipped, {_minutes(time.time() - t0)} in all")
         return 0
+    except KeyboardInterrupt:
+        print("interrupted: finished stages are kept; the same command resumes", file=sys.stderr)
+        return 130
     except (ParamsError, FileNotFoundError, ValueError, StageFailed) as e:
+        if args.debug:
+            traceback.print_exc()
         print(f"error: {e}", file=sys.stderr)
+        if not args.debug and not isinstance(e, StageFailed):
+            print("(add --debug for the traceback)", file=sys.stderr)
         return 1
 
 

@@ -21,6 +21,7 @@ import numpy as np
 from codelib.params import atomic_write_text
 from codelib.passk import curves_frame, pass_at_k_matrix
 from codelib.reports import save_figures
+from codelib.stages import STAGES, color_of
 from codelib.study_file import Study, load_study, load_summaries
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -233,7 +234,7 @@ def plot_arms(s: StudySummary):
     fig, ax = plt.subplots(figsize=(max(5.5, 1.2 * len(df) + 2), 4.2))
     rng = np.random.default_rng(0)
     for i, r in enumerate(df.to_dict("records")):
-        color = "0.45" if r["kind"] == "reference" else f"C{i}"
+        color = STAGES[r["stage"]].color if r["stage"] in STAGES else color_of(r["arm"])  # one colour per stage
         ax.errorbar(i, 100 * r["pass@1"], yerr=[[100 * (r["pass@1"] - r["ci_low"])], [100 * (r["ci_high"] - r["pass@1"])]],
                     fmt="D", color=color, capsize=6, markersize=7, zorder=3)  # fmt: skip
         ax.errorbar(i + 0.22, 100 * r["pass@1"], yerr=[[100 * (r["pass@1"] - r["task_ci_low"])], [100 * (r["task_ci_high"] - r["pass@1"])]],
@@ -265,6 +266,8 @@ def plot_comparisons(s: StudySummary):
     ax.set_yticks(range(len(df)), [f"{r['a']} − {r['b']}" for r in df.to_dict("records")])
     ax.invert_yaxis()
     ax.set_xlabel("Δ pass@1 (points), paired over tasks, 95% CI over seeds and tasks")
+    ax.set_title("Paired differences between arms: blue, a ahead; red, b ahead; grey, no clear difference",
+                 fontsize=9)  # fmt: skip
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     return fig
@@ -276,9 +279,9 @@ def plot_curves(s: StudySummary):
 
     fig = passk.plot_curves({g: c for g, c in s.curves.items()}, title="pass@k: mean over seeds, 95% CI (seeds + tasks)")  # fmt: skip
     ax = fig.axes[0]
-    for i, c in enumerate(s.curves.values()):
+    for name, c in s.curves.items():
         for ys in c["per_seed"] if len(c["per_seed"]) > 1 else []:
-            ax.plot(c["k"], 100 * np.asarray(ys), color=f"C{i}", lw=0.6, alpha=0.5)
+            ax.plot(c["k"], 100 * np.asarray(ys), color=color_of(name), lw=0.6, alpha=0.5)
     return fig
 
 

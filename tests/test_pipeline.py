@@ -10,7 +10,7 @@ from codelib import pipeline
 from codelib.params import ParamsError
 
 TASKS_YAML = "profile: fake\ndataset: synthetic\nsplit: test\nshow: 0\ninteractive: false\n"
-PLOTS_YAML = "profile: fake\nstages: [sft]\ncheckpoints: []\nsmoothing: 1\nheatmap_tasks: 5\n"
+PLOTS_YAML = "profile: fake\nstages: [sft]\ncheckpoints: []\nsmoothing: 1\nheatmap_tasks: 5\nout_dir: ''\n"
 
 
 def make_root(tmp_path: Path, body_00: str = "", body_07: str = "") -> Path:
@@ -87,6 +87,13 @@ def test_runs_skips_when_up_to_date_and_reruns_on_change(tmp_path):
     assert [(s, st) for s, st, _ in rows] == [("00_tasks", "ran"), ("07_plots", "ran")]
     assert ran(root) == ["00_tasks fake", "07_plots fake"]  # the params were injected
     assert (root / "reports" / "fake" / "00_tasks.ipynb").exists()
+    # the executed copy is a report: no absolute path of this machine, parameter cells collapsed
+    text = (root / "reports" / "fake" / "07_plots.ipynb").read_text()
+    assert str(root) not in text
+    cells = json.loads(text)["cells"]
+    injected = next(c for c in cells if "injected-parameters" in c["metadata"].get("tags", []))
+    assert injected["metadata"]["jupyter"]["source_hidden"]
+    assert 'out_dir = "reports/fake"' in "".join(injected["source"])  # an empty out_dir: the profile's reports
     rows = pipeline.run("fake", root=root, log=lambda *_: None)
     assert [st for _, st, _ in rows] == ["skipped", "skipped"]
     # a params change reruns that stage and every stage after it
@@ -117,7 +124,50 @@ def test_failing_stage_names_notebook_cell_and_error(tmp_path):
 
 def test_cli_reports_errors_without_traceback(capsys):
     assert pipeline.main(["--profile", "nope"]) == 1
-    assert "no params directory" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no params directory" in err and "Traceback" not in err
+    assert pipeline.main(["--only", "99"]) == 1
+    err = capsys.readouterr().err
+    assert "unknown stage '99'" in err and "--list" in err and len(err.splitlines()) <= 3
+    assert pipeline.main(["--profile", "nope", "--debug"]) == 1
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_list_marks_opt_in_stages(capsys):
+    assert pipeline.main(["--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    repair = next(ln for ln in lines if ln.startswith("09_repair"))
+    assert "opt-in" in repair and "--only 09_repair" in repair
+    assert not any("opt-in" in ln for ln in lines if not ln.startswith("09_repair"))
+
+
+def test_a_missing_notebook_fails_before_anything_runs(tmp_path):
+    root = make_root(tmp_path)
+    (root / "notebooks" / "07_plots.ipynb").unlink()
+    with pytest.raises(FileNotFoundError, match="07_plots.*make_notebooks"):
+        pipeline.run("fake", root=root, log=lambda *_: None)
+    assert ran(root) == []
+
+
+def test_stream_prints_whole_lines_and_tidy_report_relativises(tmp_path):
+    said = []
+    s = pipeline._Stream(said.append, prefix="> ")
+    s.write("step 1\rstep 2\nhalf")
+    s.write(" a line\n\n")
+    assert said == ["> step 2", "> half a line"]
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell("x = 1")
+    params.metadata["tags"] = ["parameters"]
+    cfg = nbformat.v4.new_code_cell("cfg = config_from_namespace(C, globals())\ncfg")
+    out = nbformat.v4.new_code_cell("print(1)")
+    out.outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"{pipeline.REPO_ROOT}/checkpoints/x\n")]
+    nb.cells = [params, cfg, out]
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(nb, path)
+    pipeline.tidy_report(path)
+    got = nbformat.read(path, as_version=4)
+    assert got.cells[0].metadata.jupyter.source_hidden and got.cells[1].metadata.jupyter.outputs_hidden
+    assert got.cells[2].outputs[0].text == "checkpoints/x\n"
 
 
 def test_a_deleted_run_dir_reruns_its_stage(tmp_path, monkeypatch):

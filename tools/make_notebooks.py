@@ -167,9 +167,11 @@ register(
 register(
     "04_grpo",
     "04 · GRPO",
-    "TRL's `GRPOTrainer` on a LoRA adapter with the project's sandbox rewards (`rewards`: name → weight, each term "
-    "logged as rewards/<name>/mean); groups of `num_generations` completions per task, advantages within a group. "
-    "Groups with no reward variance give no signal: their share is logged as zero_std_frac. "
+    "GRPO and its family (Dr. GRPO, DAPO, GSPO, CISPO) on a LoRA adapter with the project's sandbox rewards "
+    "(`rewards`: name → weight, each term logged as rewards/<name>/mean): `backend: own` runs the project's online "
+    "engine (the sampler, stop sequences and sandbox every algorithm shares), `backend: trl` TRL's `GRPOTrainer` on "
+    "the same settings. Groups of `num_generations` completions per task, advantages within a group; the share of "
+    "groups with no reward variance is logged as zero_std_frac, the clip fractions and the ratio every step. "
     + TRAIN_INTRO.format(stage="grpo"),
     "codelib.trainers.grpo.Config",
     "04_grpo.yaml",
@@ -218,15 +220,16 @@ register(
     "groups, the sandbox's share of a step), held-out pass@1 during training beside the training pass rate, pass@1 "
     "per checkpoint with 95% intervals, the verdict classes of the eval samples, the length–accuracy trade-off, pass@k "
     "curves, a per-task heat map, the results table and the comparison of algorithms. In: checkpoints/<profile>/. Out: "
-    "reports/<profile>/figures/*.png and reports/<profile>/comparison.md / .csv; the results table is the eval "
-    "stage's (reports/<profile>/results.md), shown here.",
+    "`out_dir`/figures/*.png and `out_dir`/comparison.md / .csv, where `out_dir` empty is a scratch folder, "
+    "checkpoints/<profile>/plots/ (the pipeline passes reports/<profile>/), so a run to look never overwrites the "
+    "committed figures; the results table is the eval stage's (reports/<profile>/results.md), shown here.",
     "codelib.reports.PlotsConfig",
     "07_plots.yaml",
     [
         "from IPython.display import Markdown, display\nfrom codelib import reports\n\npaths = reports.make_all(cfg)",
         "display(Markdown(reports.reports_root().joinpath(cfg.profile, 'results.md').read_text()))",
         "## Every algorithm evaluated on this profile (pipeline stages and variants)",
-        "from codelib import comparison\n\ntable = comparison.write_comparison(cfg.profile)\ndisplay(Markdown(reports.reports_root().joinpath(cfg.profile, 'comparison.md').read_text()))",
+        "from codelib import comparison\n\ntable = comparison.write_comparison(cfg.profile, out=reports.out_dir(cfg))\ndisplay(Markdown(reports.out_dir(cfg).joinpath('comparison.md').read_text()))",
     ],
 )
 register(
