@@ -96,3 +96,30 @@ def test_task_is_frozen():
     assert isinstance(t, Task)
     with pytest.raises(AttributeError):
         t.prompt = "x"
+
+
+def test_calls_tasks_keep_their_tests_as_data_and_name_their_comparator():
+    tests = json.dumps([{"input": "[1, 2]\n3", "output": "[4, 5]"}])
+    task = make_task("lcb", task_id="x/1", prompt="p\n", tests=tests, entry_point="Solution.f",
+                     canonical_solution="", kind="calls", compare="lcb")  # fmt: skip
+    assert program_for(task, "class Solution:\n    pass\n") == "p\nclass Solution:\n    pass\n"  # tests not inlined
+    assert task.to_dict()["compare"] == "lcb" and task.to_dict()["kind"] == "calls"
+    with pytest.raises(TaskError, match="x/2: it has no entry_point"):
+        make_task("lcb", task_id="x/2", prompt="p", tests=tests, entry_point="", canonical_solution="", kind="calls")
+    with pytest.raises(TaskError, match="kind must be one of function, stdio, calls, not 'rpc'"):
+        make_task("lcb", task_id="x/3", prompt="p", tests=tests, entry_point="f", canonical_solution="", kind="rpc")
+    assert load_tasks("humaneval", "test")[0].compare == ""  # bundled datasets keep the default rule
+
+
+def test_big_ints_lift_the_digit_limit_only_inside():
+    import sys
+
+    from codelib.task import big_ints, stdin_prelude
+
+    text = "7" * 5000
+    with big_ints():
+        assert json.loads(text) == int(text)
+    with pytest.raises(ValueError, match="4300"):
+        json.loads(text)
+    assert sys.get_int_max_str_digits() == 4300
+    assert "from math import *" in stdin_prelude("lcb") and "gcd" in stdin_prelude("taco") and stdin_prelude("") == ""
