@@ -236,7 +236,7 @@ def json_records(path):
     [1, 2]
     """
     decoder = json.JSONDecoder()
-    with open(path, encoding="utf-8") as f, big_ints():
+    with open(path, encoding="utf-8-sig") as f, big_ints():
         buf, at, eof, want = "", 0, False, READ_CHARS
         started = False
         while True:
