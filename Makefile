@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PROFILE ?= tiny
 STUDY ?= params/$(PROFILE)/studies/algorithms.yaml
 
-.PHONY: setup demo study test test-fast lint format bench bench-gpu lab clean
+.PHONY: setup demo compare study test test-fast lint format bench bench-gpu lab clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml tools/install.py
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,9 @@ setup: $(STAMP)  ## create .venv and install everything
 
 demo: $(STAMP)  ## build the tiny model and run the whole pipeline of PROFILE (default: tiny)
 	$(PY) -m codelib.pipeline --profile $(PROFILE)
+
+compare: $(STAMP)  ## train every algorithm of PROFILE's comparison that has no current run, evaluate, write comparison.md
+	$(PY) -m codelib.comparison params/$(PROFILE)/comparison.yaml
 
 study: $(STAMP)  ## run (or resume) a study: arms x training seeds, evaluated and summarised (STUDY=params/...yaml)
 	$(PY) -m codelib.study $(STUDY)

@@ -42,7 +42,7 @@ def generate_candidates(model, tokenizer, tasks: list[Task], path: Path, n: int,
     backend "vllm": `model` is what vLLM loads (hub id, model dir or adapter dir) and tokenizer may be None.
     """
     settings = {"n": n, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens, "seed": seed,
-                "source": source, "tasks": len(tasks)}  # fmt: skip
+                "source": source, "tasks": len(tasks), "ids": True}  # fmt: skip
     if backend != "hf":
         settings["backend"] = backend  # (absent for hf, so candidates written before this key stay valid)
     meta = path.with_suffix(".settings.json")
@@ -55,7 +55,7 @@ def generate_candidates(model, tokenizer, tasks: list[Task], path: Path, n: int,
     for t, group in zip(tasks, groups, strict=True):
         for j, c in enumerate(group):
             row = {"task_id": t.task_id, "index": j, "raw": c.text, "completion": rewards.extract_completion(c.text, t),
-                   "tokens": c.n_tokens, "finished": c.finished}  # fmt: skip
+                   "tokens": c.n_tokens, "finished": c.finished, "ids": list(c.ids)}  # fmt: skip
             lines.append(json.dumps(row) + "\n")
     atomic_write_text(path, "".join(lines))
     atomic_write_json(meta, settings)
@@ -119,7 +119,8 @@ def make_pairs(ranked: dict[str, list[dict]], rule: PairRule, seed: int = 0) -> 
         picked += [cr for cr in cands if cr not in picked]
         for c, r in picked[: rule.max_pairs_per_task]:
             pairs.append({"task_id": tid, "chosen": c["completion"], "rejected": r["completion"],
-                          "chosen_fraction": c["test_fraction"], "rejected_fraction": r["test_fraction"]})  # fmt: skip
+                          "chosen_fraction": c["test_fraction"], "rejected_fraction": r["test_fraction"],
+                          "chosen_ids": c.get("ids"), "rejected_ids": r.get("ids")})  # fmt: skip
     return pairs
 
 

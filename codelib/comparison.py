@@ -2,6 +2,7 @@
 it trained (`algorithm_of`, from its config.json), pass@1 with its interval, the paired difference from SFT, mean
 length, wall time, the share of zero-variance groups and the eval's verdict classes; `comparison.md` / `.csv`.
 
+    python -m codelib.comparison params/tiny/comparison.yaml   # train what has no current run, evaluate, the table
     python -m codelib.comparison params/tiny/variants/06_eval_algorithms.yaml   # evaluate, then the table
 """
 
@@ -21,7 +22,10 @@ from codelib.reports import CLASSES, ckpt_root, eval_classes, load_summaries, pc
 
 
 def algorithm_of(config: dict) -> str:
-    """A short name of what a run trained, from its config.json (the options that make the algorithm)."""
+    """What a run trained: the label its trainer wrote into config.json (the registered algorithm and the settings
+    that depart from it); runs written before trainers recorded it get a name from their options."""
+    if config.get("label"):
+        return config["label"]
     stage = config.get("stage", "")
     if "n_candidates" in config:
         out = "DPO + NLL (RPO)" if "sft" in config.get("loss_type", []) else "DPO"
@@ -61,7 +65,14 @@ def wall_time_s(rows: list[dict]) -> float:
 
 
 COMPARISON_COLUMNS = ["checkpoint", "algorithm", "seed", "pass@1", "ci_low", "ci_high", "diff_vs_baseline", "diff_ci_low",
-                      "diff_ci_high", "avg_tokens", "train_min", "zero_std_frac", *[f"eval_{c}" for c in CLASSES]]  # fmt: skip
+                      "diff_ci_high", "avg_tokens", "train_min", "zero_std_frac", "clip_frac", "entropy",
+                      *[f"eval_{c}" for c in CLASSES]]  # fmt: skip
+
+
+def run_mean(metrics: list[dict], key: str) -> float:
+    """The mean of a logged quantity over a run's steps; NaN ("not computed") when no step logged it."""
+    vals = [r[key] for r in metrics if isinstance(r.get(key), (int, float))]
+    return float(np.mean(vals)) if vals else math.nan
 
 
 def _all_summaries(profile: str) -> dict[str, dict]:
@@ -79,7 +90,6 @@ def comparison_frame(profile: str, summaries: dict[str, dict] | None = None, bas
         run = run_dir_of(profile, s.get("source", ""), name)
         config = json.loads((run / "config.json").read_text()) if run and (run / "config.json").exists() else {}
         metrics = read_jsonl(run / "metrics.jsonl") if run and (run / "metrics.jsonl").exists() else []
-        zero = [r["zero_std_frac"] for r in metrics if isinstance(r.get("zero_std_frac"), (int, float))]
         diff = paired_vs(s, base) if base is not None and name != baseline else {}
         classes = eval_classes(profile, name, s)
         rows.append({"checkpoint": name, "algorithm": algorithm_of(config) if config else name,
@@ -88,7 +98,8 @@ def comparison_frame(profile: str, summaries: dict[str, dict] | None = None, bas
                      "diff_vs_baseline": diff.get("diff", math.nan), "diff_ci_low": diff.get("ci_low", math.nan),
                      "diff_ci_high": diff.get("ci_high", math.nan), "avg_tokens": s.get("avg_tokens", math.nan),
                      "train_min": wall_time_s(metrics) / 60 if metrics else math.nan,
-                     "zero_std_frac": float(np.mean(zero)) if zero else math.nan,
+                     "zero_std_frac": run_mean(metrics, "zero_std_frac"), "clip_frac": run_mean(metrics, "clip_frac"),
+                     "entropy": run_mean(metrics, "entropy"),
                      **{f"eval_{c}": classes.get(c, math.nan) for c in CLASSES}})  # fmt: skip
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
 
@@ -130,11 +141,13 @@ def comparison_markdown(profile: str, df: pd.DataFrame, baseline: str = "sft", s
         return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else fmt.format(x)
 
     head = ["checkpoint", "algorithm", "seed", "pass@1 [95% CI]", f"Δ vs {baseline} [95% CI]", "avg tokens", "train min",
-            "zero-var groups", "wrong / runtime / syntax / timeout"]  # fmt: skip
+            "zero-var groups", "clip frac", "entropy", "wrong / runtime / syntax / timeout"]  # fmt: skip
     lines = [f"# Algorithms compared ({profile})", "",
              "Held-out pass@1 (%) with its 95% bootstrap interval over tasks; Δ is paired over the same tasks; avg "
              "tokens of the eval samples; train min: training wall time; zero-var groups: the mean share of a "
-             "step's groups whose rewards were all equal (no signal; '-' for one sample per task); the last column: "
+             "step's groups whose rewards were all equal (no signal; '-' for one sample per task); clip frac: the mean "
+             "share of completion tokens where the ratio clip bound (low + high), entropy: the policy's mean token "
+             "entropy over the run ('-': not computed by that algorithm or trainer); the last column: "
              "% of eval samples in each failing verdict class; seed: the run's training seed (one per run).",
              "", *([settings_line(summaries), ""] if summaries else []),
              "| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]  # fmt: skip
@@ -147,7 +160,8 @@ def comparison_markdown(profile: str, df: pd.DataFrame, baseline: str = "sft", s
         fails = " / ".join(num(100 * r[f"eval_{c}"], "{:.0f}") for c in CLASSES[1:])
         cells = [r["checkpoint"], r["algorithm"], num(r["seed"], "{:.0f}"), f"{pct(r['pass@1'])} [{pct(r['ci_low'])}, {pct(r['ci_high'])}]",
                  delta, num(r["avg_tokens"], "{:.1f}"), num(r["train_min"], "{:.1f}"),
-                 num(100 * r["zero_std_frac"], "{:.0f}%"), fails]  # fmt: skip
+                 num(100 * r["zero_std_frac"], "{:.0f}%"), num(100 * r["clip_frac"], "{:.2f}%"),
+                 num(r["entropy"], "{:.2f}"), fails]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -164,11 +178,68 @@ def write_comparison(profile: str, summaries: dict[str, dict] | None = None, bas
     return df
 
 
+def stage_module(params_file: Path) -> str:
+    """The trainer module a training params file runs: from its stage number (02_reinforce_rloo -> 02_reinforce)."""
+    from codelib.stages import STAGES
+
+    number = params_file.name[:2]
+    for name, stage in STAGES.items():
+        if name.startswith(number) and stage.kind == "train":
+            return stage.config.rsplit(".", 1)[0]
+    raise ValueError(f"{params_file}: its name must start with a training stage's number (01-05)")
+
+
+def run_fingerprint(params_file: Path) -> str:
+    """A hash of the merged params of a run: a run whose done.json holds it is current."""
+    import hashlib
+
+    from codelib.params import load_yaml
+
+    text = json.dumps(load_yaml(params_file), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def train_missing(spec: Path, dry_run: bool = False) -> list[str]:
+    """Train every run of a comparison spec (`runs: name -> params file`) that has no current run: no done.json, or
+    one written for other params. Each run trains in its own process (as `python -m <trainer> <params>`), resuming
+    from its last checkpoint if it stopped; done.json is written when it finished. Returns the names trained."""
+    import subprocess
+
+    from codelib.params import load_yaml, resolve
+
+    cfg = load_yaml(spec)
+    trained = []
+    for name, rel in cfg["runs"].items():
+        params_file = (spec.parent / rel).resolve()
+        merged = load_yaml(params_file)
+        run = resolve(f"checkpoints/{merged.get('profile', 'tiny')}/{merged.get('stage', name)}")
+        done = run / "done.json"
+        fp = run_fingerprint(params_file)
+        if done.exists() and json.loads(done.read_text()).get("params") == fp:
+            print(f"[compare] {name}: current ({done}), kept")
+            continue
+        print(f"[compare] {name}: training ({params_file.relative_to(spec.parent.parent.parent)})", flush=True)
+        trained.append(name)
+        if dry_run:
+            continue
+        subprocess.run([sys.executable, "-m", stage_module(params_file), str(params_file)], check=True)
+        from codelib.params import atomic_write_json
+
+        atomic_write_json(done, {"params": fp, "file": str(rel)})
+    return trained
+
+
 def main(argv: list[str] | None = None) -> None:
     """`python -m codelib.comparison EVAL_PARAMS.yaml`: evaluate the checkpoints of an eval params file (their results
     table under reports/<profile>/<file stem>/, so the profile's own results.md is left alone), then write the
     comparison of every evaluated checkpoint, reports/<profile>/comparison.md."""
     argv = sys.argv[1:] if argv is None else argv
+    from codelib.params import load_yaml
+
+    spec = load_yaml(Path(argv[0])) if argv and argv[0].endswith(".yaml") else {}
+    if "runs" in spec:  # a comparison spec: train what has no current run, then evaluate its eval params file
+        train_missing(Path(argv[0]))
+        argv = [str((Path(argv[0]).parent / spec["eval"]).resolve()), *argv[1:]]
     cfg = main_config(evaluator.EvalConfig, argv)
     evaluator.evaluate(cfg, reports=reports_root() / cfg.profile / Path(argv[0]).stem)
     df = write_comparison(cfg.profile, baseline=cfg.baseline or "sft")

@@ -1,4 +1,4 @@
-"""The algorithms of codelib/advantages.py (formulas from their papers) on hand-made numbers, their params variants on the tiny model, and the
+"""The algorithms of codelib/algorithms (formulas from their papers) on hand-made numbers, their params variants on the tiny model, and the
 execution telemetry (verdict classes, zero-variance groups, evaluation during training).
 
 Each math test computes the paper's formula by hand (plain arithmetic on a few numbers) and fails if the code's
@@ -18,7 +18,7 @@ import torch
 from codelib import advantages as A
 from codelib import comparison, metrics, rollout
 from codelib.params import ParamsError, load_config, load_yaml, read_jsonl
-from codelib.trainers import grpo, ppo, reinforce
+from codelib.trainers import grpo, grpo_trl, ppo, reinforce
 
 ROOT = Path(__file__).resolve().parent.parent
 VARIANTS = ROOT / "params" / "tiny" / "variants"
@@ -267,8 +267,10 @@ def test_bad_options_name_the_fix():
         ppo.Config(keep="best")
     with pytest.raises(ValueError, match="critic: none"):
         ppo.Config(critic="value_head", advantage="rloo")
-    with pytest.raises(ValueError, match="advantage must be one of"):
+    with pytest.raises(ValueError, match="advantage gae and critic: value_head go together"):
         ppo.Config(advantage="gae")
+    with pytest.raises(ValueError, match="advantage must be one of"):
+        ppo.Config(advantage="gea")
     with pytest.raises(ValueError, match="TRL 1.16 has"):
         grpo.Config(loss_type="drgrpo")
     with pytest.raises(ValueError, match="sequence"):
@@ -276,16 +278,16 @@ def test_bad_options_name_the_fix():
 
 
 def test_grpo_variants_reach_trl_config():
-    args = grpo.grpo_args(load_config(grpo.Config, VARIANTS / "04_grpo_gspo.yaml"), "/tmp/x")
+    args = grpo_trl.grpo_args(load_config(grpo.Config, VARIANTS / "04_grpo_gspo.yaml"), "/tmp/x")
     assert (args.importance_sampling_level, args.loss_type, args.epsilon, args.epsilon_high) == ("sequence", "grpo", 3e-4, 4e-4)  # fmt: skip
-    args = grpo.grpo_args(load_config(grpo.Config, VARIANTS / "04_grpo_cispo.yaml"), "/tmp/x")
+    args = grpo_trl.grpo_args(load_config(grpo.Config, VARIANTS / "04_grpo_cispo.yaml"), "/tmp/x")
     assert (args.loss_type, args.epsilon_high) == ("cispo", 5.0)
-    args = grpo.grpo_args(load_config(grpo.Config, VARIANTS / "04_grpo_dr_grpo.yaml"), "/tmp/x")
+    args = grpo_trl.grpo_args(load_config(grpo.Config, VARIANTS / "04_grpo_dr_grpo.yaml"), "/tmp/x")
     assert (args.loss_type, args.scale_rewards) == ("dr_grpo", "none")
-    args = grpo.grpo_args(load_config(grpo.Config, VARIANTS / "04_grpo_dapo.yaml"), "/tmp/x")
+    args = grpo_trl.grpo_args(load_config(grpo.Config, VARIANTS / "04_grpo_dapo.yaml"), "/tmp/x")
     assert (args.loss_type, args.epsilon_high, args.mask_truncated_completions) == ("dapo", 0.28, True)
     assert (
-        grpo.grpo_args(load_config(grpo.Config, ROOT / "params/tiny/04_grpo.yaml"), "/tmp/x").epsilon_high is None
+        grpo_trl.grpo_args(load_config(grpo.Config, ROOT / "params/tiny/04_grpo.yaml"), "/tmp/x").epsilon_high is None
     )  # TRL: = epsilon
 
 

@@ -19,7 +19,8 @@ from trl import DPOConfig, DPOTrainer
 
 from codelib.candidates import RANKING, PairRule, annotate, build_preferences, generate_candidates
 from codelib.metrics import trainer_callback
-from codelib.models import load_policy, lora_config, save_adapter, starting_model_dir
+from codelib.distributed import save_gathered
+from codelib.models import adapters_fp32, load_policy, lora_config, starting_model_dir
 from codelib.params import atomic_write_json, config_to_dict, main_config, read_jsonl, resolve
 from codelib.tasks import load_tasks
 from codelib.trainers.common import SamplingConfig, seed_everything, trainer_args
@@ -55,6 +56,33 @@ class Config(SamplingConfig):
             raise ValueError("min_chosen and min_gap are test fractions in [0, 1]")
 
 
+def sampled_ids(pairs: list[dict], tokenizer, max_length: int) -> list[dict]:
+    """DPO rows of token ids as they were sampled: the prompt as the sampler encoded it, each completion's sampled
+    ids (ending where the sampler stopped: a stop sequence's tokens or eos), not its decoded text re-tokenised with
+    an added eos. The completion is cut to fit max_length (the prompt is kept whole, as the sampler saw it)."""
+    from codelib.generation import encode_prompts
+
+    rows = []
+    for p in pairs:
+        if p.get("chosen_ids") is None or p.get("rejected_ids") is None:
+            raise ValueError("pairs.jsonl has no sampled ids (candidates from an older run): delete the run's "
+                             "candidates.jsonl and rerun, so the candidates are sampled again with their ids")  # fmt: skip
+        prompt = encode_prompts(tokenizer, [p["prompt"]])[0]
+        room = max(1, max_length - len(prompt))
+        rows.append({"prompt_ids": prompt, "chosen_ids": p["chosen_ids"][:room], "rejected_ids": p["rejected_ids"][:room]})
+    return rows
+
+
+class SampledIdsDPOTrainer(DPOTrainer):
+    """TRL's DPOTrainer on rows that are already token ids (`sampled_ids`): TRL's own preparation would decode-free
+    tokenize text and append eos, training on tokens the policy did not sample."""
+
+    def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
+        if "prompt_ids" in dataset.column_names and "chosen_ids" in dataset.column_names:
+            return dataset
+        return super()._prepare_dataset(dataset, processing_class, args, dataset_name)
+
+
 def prepare(cfg: Config) -> dict:
     """Candidates, annotation and preference pairs in the run dir; returns the manifest."""
     out = cfg.run_dir
@@ -80,7 +108,13 @@ def train(cfg: Config) -> Path:
     seed_everything(cfg.seed, cfg.threads)
     out = cfg.run_dir
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out / "config.json", {"stage": "dpo", **config_to_dict(cfg)})
+    rpo = "sft" in cfg.loss_type
+    weights = dict(zip(cfg.loss_type, cfg.loss_weights or [1.0] * len(cfg.loss_type), strict=True))
+    label = f"RPO (DPO + NLL, {weights['sigmoid']:g}:{weights['sft']:g})" if rpo and "sigmoid" in weights else "DPO"
+    if set(cfg.loss_type) - {"sigmoid", "sft"}:
+        label = "DPO (" + ", ".join(cfg.loss_type) + ")"
+    atomic_write_json(out / "config.json", {"stage": cfg.stage, "algorithm": "rpo" if rpo else "dpo", "label": label,
+                                            **config_to_dict(cfg)})  # fmt: skip
     manifest = prepare(cfg)
     pairs = read_jsonl(out / "pairs.jsonl")
     if not pairs:
@@ -88,10 +122,8 @@ def train(cfg: Config) -> Path:
             f"no preference pairs: {manifest['tasks_with_no_pass']} tasks had no passing and "
             f"{manifest['tasks_with_no_fail']} no failing candidate. Sample more (n_candidates) or loosen the rule."
         )
-    data = Dataset.from_list(
-        [{"prompt": p["prompt"], "chosen": p["chosen"], "rejected": p["rejected"]} for p in pairs]
-    )
     model, tokenizer = load_policy(starting_model_dir(cfg.init), load_in_4bit=cfg.load_in_4bit, trainable=True)
+    data = Dataset.from_list(sampled_ids(pairs, tokenizer, cfg.max_length))
     tokenizer.padding_side = "right"
     args = DPOConfig(
         **trainer_args(cfg),
@@ -105,7 +137,7 @@ def train(cfg: Config) -> Path:
         dataloader_num_workers=0,
     )
     lora = lora_config(cfg)
-    trainer = DPOTrainer(
+    trainer = SampledIdsDPOTrainer(
         model=model,
         args=args,
         train_dataset=data,
@@ -113,6 +145,7 @@ def train(cfg: Config) -> Path:
         peft_config=lora,
         callbacks=[trainer_callback(out / "metrics.jsonl")],
     )
+    adapters_fp32(trainer.model)  # TRL casts a 4-bit model's adapters to bf16; our loops train them in fp32
     last = get_last_checkpoint(str(out)) if any(out.glob("checkpoint-*")) else None
     if last:
         print(f"resuming from {last}")
@@ -120,7 +153,7 @@ def train(cfg: Config) -> Path:
         (out / "metrics.jsonl").unlink(missing_ok=True)
     trainer.train(resume_from_checkpoint=last)
     tokenizer.padding_side = "left"
-    save_adapter(trainer.model, tokenizer, out)
+    save_gathered(trainer.accelerator, trainer.model, tokenizer, out)  # FSDP: gathered; the main process writes
     return out
 
 

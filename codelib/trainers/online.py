@@ -35,8 +35,8 @@ GROUPED = ("rloo", "grpo", "dr_grpo", "grpo_batch_std", "reinforce_pp_baseline")
 class Config(OnlineConfig):
     stage: str = "online"  # run directory name
     algorithm: str = "grpo"  # a row of codelib.algorithms.ALGORITHMS: its advantage, policy loss and aggregation
-    advantage: str = ""  # override of the algorithm's advantage estimator ("" = the algorithm's)
-    policy_loss: str = ""  # override of its policy loss: pg | clip | gspo | cispo ("" = the algorithm's)
+    advantage: str = ""  # override of the algorithm's advantage estimator (empty: the algorithm's)
+    policy_loss: str = ""  # override of its policy loss: pg | clip | gspo | cispo (empty: the algorithm's)
     loss_agg: str = ""  # override of its aggregation: token-mean | seq-mean-token-mean | seq-mean-token-sum | ...
     batch_size: int = 16  # tasks per rollout batch
     samples_per_task: int = 8  # completions per task (the group)
@@ -52,7 +52,7 @@ class Config(OnlineConfig):
     value_clip: float = 0.0  # > 0: the value update is clipped to +- this around the old value (PPO2's value clip)
     value_trunk: str = "shared"  # "shared": the value loss also trains the LoRA trunk | "detached": only the head
     gamma: float = 1.0  # GAE discount (critic: value_head)
-    lam: float = 1.0  # GAE lambda (critic: value_head); gamma = lam = 1 gives A_t = r - V_t
+    lam: float = 1.0  # GAE lambda (critic: value_head); gamma and lam at 1 give A_t as r - V_t
     baseline: str = "none"  # advantage reinforce: "none" | "moving_average" (of the batch reward)
     baseline_decay: float = 0.9  # weight of the old baseline in the moving average
     mask_truncated: bool = False  # DAPO's overlong filtering: no loss on completions the token budget cut
