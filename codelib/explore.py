@@ -1,16 +1,17 @@
 """Browsing in notebooks: tasks (00_tasks) and completions with their verdicts (explore).
 
-Widgets need a live JupyterLab front end; under papermill (or with `interactive=False`, or CODELIB_HEADLESS=1)
-every view degrades to printed output so the notebook still runs headless in CI. A view displays itself and
-returns None, so a cell ending in one shows it once. In JupyterLab the completions are highlighted Python and
-each verdict is coloured (`render_samples_html`); rewards come from `codelib.rewards` like every other reward.
+Widgets need a live JupyterLab front end; under papermill (plain `papermill` too: `codelib.progress.headless`), with
+`interactive=False` or CODELIB_HEADLESS=1, every view degrades to printed output so the notebook still runs headless
+in CI. A view displays itself and returns None, so a cell ending in one shows it once. In JupyterLab the task's
+prompt stands beside its completions, the completions are highlighted Python and each verdict is coloured
+(`render_samples_html`); the comparison shows two checkpoints full width, each with its pass rate and its own
+picker. Rewards come from `codelib.rewards` like every other reward.
 """
 
 from __future__ import annotations
 
 import html
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from pygments.lexers import PythonLexer
 
 from codelib import rewards
 from codelib.params import checkpoints_root, read_jsonl
+from codelib.progress import headless
 from codelib.tasks import Task, load_tasks, task_counts
 
 
@@ -33,11 +35,6 @@ class TasksConfig:
     split: str = "test"  # its split
     show: int = 0  # index of the task rendered in full
     interactive: bool = True  # ipywidgets picker in JupyterLab; False prints plain output (papermill)
-
-
-def headless(interactive: bool = True) -> bool:
-    """True when widgets cannot be shown: asked for, or CODELIB_HEADLESS set (the pipeline sets it)."""
-    return not interactive or os.environ.get("CODELIB_HEADLESS", "") not in ("", "0")
 
 
 def counts_table():
@@ -162,71 +159,140 @@ def pass_share(rows: list[dict]) -> float:
     return sum(r["passed"] for r in rows) / max(1, len(rows))
 
 
-def render_comparison(task_id: str, a: str, rows_a: list[dict], b: str, rows_b: list[dict], spec: dict) -> str:
+def load_prompts(profile: str, name: str) -> dict[str, str]:
+    """task id -> prompt of the tasks an evaluated checkpoint was scored on (its summary names the dataset and
+    split); {} when the summary or the dataset cannot be read."""
+    path = checkpoints_root() / profile / "eval" / name / "summary.json"
+    try:
+        st = json.loads(path.read_text()).get("settings", {})
+        return {t.task_id: t.prompt for t in load_tasks(st["dataset"], st["split"])}
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
+def render_prompt_html(prompt: str) -> str:
+    """The task's prompt, highlighted, in a grey box headed "prompt"."""
+    formatter = HtmlFormatter(noclasses=True, nowrap=False)
+    return ("<div style='background:#f6f8fa;border:1px solid #d0d7de;padding:4px 8px;border-radius:6px'>"
+            "<b style='color:#57606a'>prompt</b>" + highlight(prompt or "(prompt not available)", PythonLexer(),
+                                                            formatter) + "</div>")  # fmt: skip
+
+
+def render_task_html(task_id: str, prompt: str, name: str, rows: list[dict], spec: dict) -> str:
+    """The prompt beside the completions of one checkpoint (two columns, each taking half the width)."""
+    head = (f"<div><b>{html.escape(task_id)}</b>: {html.escape(name)} passes {pass_share(rows):.0%} of "
+            f"{len(rows)} samples</div>")  # fmt: skip
+    return (head + "<div style='display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:12px;width:100%'>"
+            f"<div>{render_prompt_html(prompt)}</div><div>{render_samples_html(name, rows, spec)}</div></div>")  # fmt: skip
+
+
+def render_comparison(task_id: str, a: str, rows_a: list[dict], b: str, rows_b: list[dict], spec: dict,
+                      prompt: str = "") -> str:  # fmt: skip
     return (
         f"== {task_id}: {a} passes {pass_share(rows_a):.0%} of samples, {b} passes {pass_share(rows_b):.0%}\n"
+        + (f"--- prompt\n{prompt.rstrip()}\n" if prompt else "")
         + render_samples(a, rows_a, spec)
         + "\n"
         + render_samples(b, rows_b, spec)
     )
 
 
-def _show(out: widgets.Output, name: str, rows: list[dict], spec: dict) -> None:
-    out.clear_output()
-    with out:
-        display(HTML(render_samples_html(name, rows, spec)))
+def _evaluated(profile: str) -> list[str]:
+    root = checkpoints_root() / profile / "eval"
+    return sorted(p.name for p in root.iterdir() if (p / "samples.jsonl").exists()) if root.is_dir() else []
 
 
 def completions_explorer(cfg: ExploreConfig) -> None:
-    """Pick a checkpoint and a task, read its completions with verdicts; prints one task when headless."""
+    """Pick a checkpoint and a task, read its prompt beside its completions with verdicts; prints one task when
+    headless."""
     samples = load_samples(cfg.profile, cfg.checkpoint)
     task_ids = list(samples)
     if not 0 <= cfg.task_index < len(task_ids):
         raise ValueError(f"task_index={cfg.task_index} is out of range: {len(task_ids)} tasks were evaluated")
+    prompts = load_prompts(cfg.profile, cfg.checkpoint)
     if headless(cfg.interactive):
-        print(render_samples(cfg.checkpoint, samples[task_ids[cfg.task_index]], cfg.rewards))
+        tid = task_ids[cfg.task_index]
+        print(f"== {tid}\n--- prompt\n{prompts.get(tid, '(prompt not available)').rstrip()}")
+        print(render_samples(cfg.checkpoint, samples[tid], cfg.rewards))
         return None
-    names = sorted(p.name for p in (checkpoints_root() / cfg.profile / "eval").iterdir() if p.is_dir())
-    ckpt = widgets.Dropdown(options=names, value=cfg.checkpoint, description="checkpoint")
+    ckpt = widgets.Dropdown(options=_evaluated(cfg.profile), value=cfg.checkpoint, description="checkpoint")
     task = widgets.Dropdown(options=task_ids, value=task_ids[cfg.task_index], description="task")
-    out = widgets.Output()
+    out = widgets.Output(layout=widgets.Layout(width="100%"))
 
     def update(change=None):
-        _show(out, ckpt.value, load_samples(cfg.profile, ckpt.value).get(task.value, []), cfg.rewards)
+        out.clear_output()
+        rows = load_samples(cfg.profile, ckpt.value).get(task.value, [])
+        with out:
+            display(HTML(render_task_html(task.value, prompts.get(task.value, ""), ckpt.value, rows, cfg.rewards)))
 
     ckpt.observe(update, names="value")
     task.observe(update, names="value")
     update()
-    display(widgets.VBox([widgets.HBox([ckpt, task]), out]))
+    display(widgets.VBox([widgets.HBox([ckpt, task]), out], layout=widgets.Layout(width="100%")))
     return None
 
 
+def ranked_tasks(a: dict[str, list[dict]], b: dict[str, list[dict]]) -> list[str]:
+    """The tasks both checkpoints answered, the largest difference in pass rate first."""
+    common = [t for t in a if t in b]
+    return sorted(common, key=lambda t: -abs(pass_share(a[t]) - pass_share(b[t])))
+
+
 def comparison_view(cfg: ExploreConfig) -> None:
-    """Two checkpoints on the same task, side by side; starts on a task where they disagree most."""
+    """Two checkpoints on the same task, side by side at full width, each headed by its pass rate on the task and
+    overall, each with its own picker; the prompt above both; starts on a task where they disagree most."""
     if not cfg.other:
         print("no second checkpoint (other = '')")
         return None
     a, b = load_samples(cfg.profile, cfg.checkpoint), load_samples(cfg.profile, cfg.other)
-    common = [t for t in a if t in b]
-
-    def gap(t):
-        return abs(pass_share(a[t]) - pass_share(b[t]))
-
-    ranked = sorted(common, key=lambda t: -gap(t))
+    prompts = load_prompts(cfg.profile, cfg.checkpoint)
+    ranked = ranked_tasks(a, b)
     if headless(cfg.interactive):
-        print(f"{len([t for t in common if gap(t) > 0])} of {len(common)} tasks differ; the largest gap:")
-        print(render_comparison(ranked[0], cfg.checkpoint, a[ranked[0]], cfg.other, b[ranked[0]], cfg.rewards))
+        differ = sum(1 for t in ranked if pass_share(a[t]) != pass_share(b[t]))
+        print(f"{differ} of {len(ranked)} tasks differ; the largest gap:")
+        print(render_comparison(ranked[0], cfg.checkpoint, a[ranked[0]], cfg.other, b[ranked[0]], cfg.rewards,
+                                prompts.get(ranked[0], "")))  # fmt: skip
         return None
-    task = widgets.Dropdown(options=ranked, value=ranked[0], description="task")
-    left, right = widgets.Output(), widgets.Output()
+    names = _evaluated(cfg.profile)
+    half = widgets.Layout(width="50%")
+    pick_a = widgets.Dropdown(options=names, value=cfg.checkpoint, description="left", layout=half)
+    pick_b = widgets.Dropdown(options=names, value=cfg.other, description="right", layout=half)
+    task = widgets.Dropdown(options=ranked, value=ranked[0], description="task", layout=widgets.Layout(width="60%"))
+    prompt = widgets.Output(layout=widgets.Layout(width="100%"))
+    left, right = widgets.Output(layout=half), widgets.Output(layout=half)
+    data = {"a": a, "b": b}
 
-    def update(change=None):
-        _show(left, cfg.checkpoint, a[task.value], cfg.rewards)
-        _show(right, cfg.other, b[task.value], cfg.rewards)
+    def overall(rows: dict[str, list[dict]]) -> str:
+        flat = [r for rs in rows.values() for r in rs]
+        return f"{pass_share(flat):.1%} of all samples"
 
-    task.observe(update, names="value")
-    update()
-    display(widgets.VBox([task, widgets.HBox([left, right])]))
+    def draw(change=None):
+        prompt.clear_output()
+        with prompt:
+            display(HTML(render_prompt_html(prompts.get(task.value, ""))))
+        for out, name, rows in ((left, pick_a.value, data["a"]), (right, pick_b.value, data["b"])):
+            out.clear_output()
+            mine = rows.get(task.value, [])
+            with out:
+                display(HTML(f"<h4 style='margin:4px 0'>{html.escape(name)}: {pass_share(mine):.0%} on this task, "
+                             f"{overall(rows)}</h4>" + render_samples_html(name, mine, cfg.rewards)))  # fmt: skip
+
+    def repick(change=None):
+        data["a"], data["b"] = load_samples(cfg.profile, pick_a.value), load_samples(cfg.profile, pick_b.value)
+        order = ranked_tasks(data["a"], data["b"])
+        keep = task.value if task.value in order else order[0]
+        task.unobserve(draw, names="value")
+        task.options, task.value = order, keep
+        task.observe(draw, names="value")
+        draw()
+
+    pick_a.observe(repick, names="value")
+    pick_b.observe(repick, names="value")
+    task.observe(draw, names="value")
+    draw()
+    display(widgets.VBox([widgets.HBox([pick_a, pick_b], layout=widgets.Layout(width="100%")), task, prompt,
+                          widgets.HBox([left, right], layout=widgets.Layout(width="100%"))],
+                         layout=widgets.Layout(width="100%")))  # fmt: skip
     return None
 
 

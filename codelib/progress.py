@@ -30,23 +30,27 @@ COMPACT = (("reward_mean", "reward", False), ("pass_rate", "pass", True), ("loss
 
 
 def under_papermill() -> bool:
-    """True in a kernel that papermill started: its injected-parameters cell is in the input history, or the
-    process that launched the kernel is papermill (a run without parameters)."""
+    """True in a kernel that no interactive front end started: papermill's injected-parameters cell is in the input
+    history, or the kernel was launched by papermill (or nbclient, nbconvert --execute) rather than by JupyterLab,
+    whose server names the notebook in $JPY_SESSION_NAME, or by VS Code."""
     try:
         from IPython import get_ipython
 
         ip = get_ipython()
     except ImportError:
         return False
-    if ip is None:
-        return False
+    if ip is None or "IPKernelApp" not in ip.config:
+        return False  # a terminal IPython or plain Python: no kernel, no papermill
     if any(isinstance(s, str) and s.startswith("# Parameters\n") for s in ip.user_ns.get("In") or []):
         return True
-    try:
-        cmdline = Path(f"/proc/{os.getppid()}/cmdline").read_bytes().replace(b"\0", b" ")
-    except OSError:
+    if os.environ.get("JPY_SESSION_NAME"):
         return False
-    return b"papermill" in cmdline
+    try:
+        if b"papermill" in Path(f"/proc/{os.getppid()}/cmdline").read_bytes():
+            return True
+    except OSError:
+        pass
+    return not any(k.startswith("VSCODE") for k in os.environ)
 
 
 def headless(interactive: bool = True) -> bool:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from codelib.params import atomic_write_text
+from codelib.params import REPO_ROOT, atomic_write_text
 from codelib.passk import curves_frame, pass_at_k_matrix
 from codelib.reports import save_figures
 from codelib.stages import STAGES, color_of
@@ -125,8 +125,12 @@ def summarise(cfg: StudyReportConfig, write: bool = True) -> StudySummary:
     summaries = load_summaries(study)
     missing = [r.name for r in study.runs if r.name not in summaries]
     if missing:
+        shipped = study.summary_dir / "08_study.ipynb"
+        where = (f"\nThe committed result of this study is {shipped.relative_to(REPO_ROOT)} (with summary.md and figures/ "
+                 "beside it): open it in JupyterLab (make lab) to read it without running anything."
+                 if shipped.exists() and shipped.is_relative_to(REPO_ROOT) else "")  # fmt: skip
         raise FileNotFoundError(f"{len(missing)} run(s) of study {study.name} have no evaluation yet (first: "
-                                f"{missing[0]}); run: python -m codelib.study {study.path}")  # fmt: skip
+                                f"{missing[0]}); run: python -m codelib.study {study.path}{where}")  # fmt: skip
     groups: dict[str, list[str]] = {ref: [ref] for ref in study.references if ref in summaries}
     for run in study.runs:
         groups.setdefault(run.arm, []).append(run.name)

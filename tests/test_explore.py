@@ -61,3 +61,57 @@ def test_markdown_placeholders_are_escaped():
                 text = "".join(cell["source"])
                 outside_code = "".join(text.split("`")[::2])
                 assert "<profile>" not in outside_code, f"{path.name}: <profile> would render as an HTML tag"
+
+
+def test_the_prompt_stands_beside_the_completions(evaluated, monkeypatch, capsys):
+    task = explore.load_tasks("synthetic", "test")[0]
+    for name in ("sft", "grpo"):
+        d = evaluated / "tiny" / "eval" / name
+        rows = [{**r, "task_id": task.task_id} for r in ROWS]
+        (d / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (d / "summary.json").write_text(json.dumps({"settings": {"dataset": "synthetic", "split": "test"}}))
+    assert explore.load_prompts("tiny", "sft")[task.task_id] == task.prompt
+    page = explore.render_task_html(task.task_id, task.prompt, "sft", rows, {"pass": 1.0})
+    assert "grid-template-columns" in page and "prompt" in page and "50%" in page
+    cfg = explore.ExploreConfig(interactive=False)
+    explore.completions_explorer(cfg)
+    explore.comparison_view(cfg)
+    out = capsys.readouterr().out
+    assert out.count("--- prompt") == 2 and task.prompt.splitlines()[0] in out
+
+
+def test_comparison_has_a_picker_for_each_side_and_full_width(evaluated, monkeypatch):
+    shown = []
+    monkeypatch.setattr(explore, "display", shown.append)
+    explore.comparison_view(explore.ExploreConfig(interactive=True))
+    box = next(w for w in shown if type(w).__name__ == "VBox")
+    pickers = box.children[0].children
+    assert [p.description for p in pickers] == ["left", "right"]
+    assert {p.value for p in pickers} == {"sft", "grpo"}
+    sides = box.children[-1].children
+    assert [s.layout.width for s in sides] == ["50%", "50%"] and box.layout.width == "100%"
+    pickers[1].value = "sft"  # switching a side re-ranks the tasks and redraws, no error
+    assert box.children[1].options
+
+
+@pytest.mark.slow
+def test_headless_under_plain_papermill(tmp_path, monkeypatch):
+    """papermill alone (no pipeline, no CODELIB_HEADLESS) is detected: widgets would be dead reprs there."""
+    import nbformat
+    import papermill as pm
+
+    monkeypatch.delenv("CODELIB_HEADLESS", raising=False)
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell("x = 1")
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [
+        params,
+        nbformat.v4.new_code_cell("from codelib.progress import headless\nprint('HEADLESS', headless())"),
+    ]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tmp_path / "in.ipynb")
+    for parameters in ({"x": 2}, None):
+        pm.execute_notebook(str(tmp_path / "in.ipynb"), str(tmp_path / "out.ipynb"), parameters=parameters,
+                            progress_bar=False)  # fmt: skip
+        out = nbformat.read(tmp_path / "out.ipynb", as_version=4)
+        assert "HEADLESS True" in out.cells[-1].outputs[0].text

@@ -254,9 +254,10 @@ register(
 register(
     "explore",
     "Explore completions",
-    "Pick a checkpoint and a task and read its completions side by side with their verdicts, details and rewards; "
-    "then compare two checkpoints on the same task (starting where they disagree most). In: "
-    "checkpoints/<profile>/eval/. Out: nothing. Headless (papermill) it prints one task of each view.",
+    "Pick a checkpoint and a task and read the task's prompt beside its completions, with their verdicts, details "
+    "and rewards; then compare two checkpoints on the same task, side by side at full width, each with its pass "
+    "rate and its own picker (starting where they disagree most). In: checkpoints/<profile>/eval/. Out: nothing. "
+    "Run by papermill or the pipeline (no one to click), it prints one task of each view instead.",
     "codelib.explore.ExploreConfig",
     "explore.yaml",
     [
