@@ -86,11 +86,14 @@ def sharding(model) -> str:
     return "fsdp2" if any(isinstance(p, DTensor) for p in params) else ""
 
 
+WRAPPED = "_fsdp_wrapped_module."  # FSDP1's name for the module it wraps (nested units keep it inside names)
+
+
 def _clean(name: str) -> str:
-    """A parameter name without FSDP1's wrapper prefixes (the name the unwrapped model gives it)."""
-    for junk in ("_fsdp_wrapped_module.", "_checkpoint_wrapped_module.", "_orig_mod."):
-        name = name.replace(junk, "")
-    return name
+    """A parameter name as `accelerator.unwrap_model(model)` gives it: the root wrapper's prefix off. Nested FSDP1
+    units keep theirs (peft looks its modules_to_save up by those names); `models.save_adapter` strips them from
+    the file it writes."""
+    return name.removeprefix(WRAPPED)
 
 
 def gathered_trainable_state(model) -> dict[str, torch.Tensor] | None:
@@ -111,12 +114,16 @@ def gathered_trainable_state(model) -> dict[str, torch.Tensor] | None:
         from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
         main = not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0
-        # rank 0 gets the full tensors, in CPU memory; the other ranks' views stay sharded (and are not read)
-        with FSDP.summon_full_params(model, writeback=False, rank0_only=True, offload_to_cpu=True):
+        # rank 0 gets the full tensors (a GPU's offloaded to CPU memory: offload_to_cpu on CPU-resident shards
+        # crashed torch 2.13 with nested FSDP units); the other ranks' views stay sharded and are not read
+        offload = any(p.is_cuda for p in model.parameters())
+        # names from outside the context: inside it FSDP drops every wrapper prefix, nested ones too
+        names = [_clean(n) for n, p in model.named_parameters() if p.requires_grad]
+        with FSDP.summon_full_params(model, writeback=False, rank0_only=True, offload_to_cpu=offload):
             if main:
-                for name, p in model.named_parameters():
-                    if p.requires_grad:
-                        out[_clean(name)] = p.detach().clone().cpu()
+                full = [p for _, p in model.named_parameters() if p.requires_grad]
+                assert len(full) == len(names), "FSDP changed the trainable parameters while gathering"
+                out = {n: p.detach().clone().cpu() for n, p in zip(names, full, strict=True)}
         return out
     from torch.distributed.tensor import DTensor
 

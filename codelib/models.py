@@ -276,6 +276,7 @@ def save_adapter(model, tokenizer, out: Path, state_dict: dict | None = None) ->
             model.save_pretrained(tmp)
         else:
             model.save_pretrained(tmp, state_dict=state_dict)
+            _strip_wrapper_names(tmp / "adapter_model.safetensors")
         tokenizer.save_pretrained(tmp)
         # adapter_config.json last: its presence is what marks the directory as a finished adapter
         names = sorted(p.name for p in tmp.iterdir())
@@ -284,6 +285,21 @@ def save_adapter(model, tokenizer, out: Path, state_dict: dict | None = None) ->
             os.replace(tmp / name, out / name)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _strip_wrapper_names(path: Path) -> None:
+    """Rewrite an adapter file whose tensor names carry FSDP1's nested `_fsdp_wrapped_module.` (an adapter gathered
+    from shards) under the names an unsharded model saves, which is what loading it expects."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    if not path.is_file():
+        return
+    with safe_open(str(path), "pt") as f:
+        metadata = f.metadata()
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    if any("_fsdp_wrapped_module." in k for k in tensors):
+        save_file({k.replace("_fsdp_wrapped_module.", ""): v for k, v in tensors.items()}, str(path), metadata)
 
 
 def merge_adapter(

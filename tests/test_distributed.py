@@ -77,25 +77,145 @@ def test_notebook_launcher_streams_the_log_and_returns_the_run(tiny_sft):
     assert json.loads((run / "ranks.json").read_text())["processes"] == 2
 
 
-@pytest.mark.parametrize(
-    "name", ["single_gpu", "multi_gpu", "deepspeed_zero2", "deepspeed_zero3", "fsdp", "cpu_2proc"]
-)
+@pytest.mark.parametrize("name", ["single_gpu", "multi_gpu", "fsdp", "cpu_2proc"])
 def test_shipped_accelerate_configs_load_and_use_only_known_options(name):
-    """Each config loads with accelerate's own loader, and every FSDP / DeepSpeed option in it is one that
-    `accelerate launch` knows (a misspelt option would otherwise be dropped silently on a GPU cluster).
-    FSDP and DeepSpeed themselves need GPUs (accelerate's FSDP plugin refuses a CPU), so they run on GPU machines."""
+    """Each config loads with accelerate's own loader, and every FSDP option in it is one that `accelerate launch`
+    knows (a misspelt option would otherwise be dropped silently on a GPU cluster). accelerate's FSDP plugin refuses
+    a CPU; the gather-on-save it needs runs on CPU processes through torch's FSDP below. DeepSpeed is not shipped."""
     from accelerate.commands.config.config_args import load_config_from_file
     from accelerate.commands.launch import launch_command_parser
 
     path = REPO_ROOT / "params" / "accelerate" / f"{name}.yaml"
     cfg = load_config_from_file(str(path))
-    expected = {"single_gpu": "NO", "multi_gpu": "MULTI_GPU", "cpu_2proc": "MULTI_GPU", "fsdp": "FSDP",
-                "deepspeed_zero2": "DEEPSPEED", "deepspeed_zero3": "DEEPSPEED"}  # fmt: skip
+    expected = {"single_gpu": "NO", "multi_gpu": "MULTI_GPU", "cpu_2proc": "MULTI_GPU", "fsdp": "FSDP"}
     assert str(cfg.distributed_type).split(".")[-1] == expected[name]
     options = {o.lstrip("-") for a in launch_command_parser()._actions for o in a.option_strings}
     for key in list(cfg.fsdp_config or {}) + list(cfg.deepspeed_config or {}):
         assert key in options, f"{path.name}: {key} is not an accelerate launch option"
-    if name.startswith("deepspeed"):
-        assert cfg.deepspeed_config["zero_stage"] == int(name[-1])
     if name == "fsdp":
         assert cfg.fsdp_config["fsdp_sharding_strategy"] == "FULL_SHARD" and cfg.fsdp_config["fsdp_use_orig_params"]
+        assert cfg.fsdp_config["fsdp_version"] == 1  # distributed.gathered_trainable_state handles 1 and 2
+    assert not list((REPO_ROOT / "params" / "accelerate").glob("deepspeed*"))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# codelib.distributed: rank-local placement, the FSDP gather on save, the refusals, GRPO's batch split
+
+RANKS_SCRIPT = r"""
+import json, sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+from accelerate import Accelerator
+from peft import LoraConfig, get_peft_model
+from safetensors.torch import load_file
+from transformers import LlamaConfig, LlamaForCausalLM
+from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+from codelib.distributed import rank_device_map, save_gathered, sharding
+
+out = Path(sys.argv[1])
+acc = Accelerator(cpu=True)  # gloo, from the shipped cpu_2proc config
+rank = acc.process_index
+report = {"rank": rank, "device_map": rank_device_map(cuda=True)}  # what a 4-bit load on a GPU would get
+
+
+class Tok:  # save_adapter writes the tokenizer beside the adapter
+    def save_pretrained(self, d):
+        Path(d, "tokenizer.json").write_text("{}")
+
+
+def model():
+    torch.manual_seed(0)
+    cfg = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                      num_key_value_heads=2, vocab_size=64)
+    lora = LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False,
+                      modules_to_save=["norm"])
+    return get_peft_model(LlamaForCausalLM(cfg), lora)
+
+
+ref = {n: p.detach().clone() for n, p in model().named_parameters() if p.requires_grad}
+if rank == 0:
+    from codelib.models import save_adapter
+
+    save_adapter(model(), Tok(), out / "unsharded")
+    want = load_file(str(out / "unsharded" / "adapter_model.safetensors"))
+for version in (1, 2):
+    m = model()
+    if version == 1:
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+        from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+
+        m = FSDP(m, use_orig_params=True, device_id=torch.device("cpu"),
+                 auto_wrap_policy=ModuleWrapPolicy({LlamaDecoderLayer}))
+        local = {n.replace("_fsdp_wrapped_module.", ""): p.numel() for n, p in m.named_parameters()}
+    else:
+        from torch.distributed.fsdp import fully_shard
+
+        for layer in m.base_model.model.model.layers:
+            fully_shard(layer)
+        fully_shard(m)
+        local = {n: p.to_local().numel() for n, p in m.named_parameters()}
+    dest = out / f"fsdp{version}"
+    save_gathered(acc, m, Tok(), dest)
+    report[f"fsdp{version}"] = {"sharding": sharding(m), "sharded": any(local[n] != ref[n].numel() for n in ref)}
+    if rank == 0:
+        saved = load_file(str(dest / "adapter_model.safetensors"))
+        report[f"fsdp{version}"]["equal"] = sorted(saved) == sorted(want) and all(
+            torch.equal(saved[k], want[k]) for k in want)
+        report[f"fsdp{version}"]["keys"] = len(saved)
+(out / f"rank{rank}.json").write_text(json.dumps(report))
+"""
+
+
+@pytest.mark.slow
+def test_rank_local_device_map_and_fsdp_adapters_gathered_on_save(tmp_path):
+    """Two CPU processes under the shipped cpu_2proc config: each rank's 4-bit device_map names its own local index
+    (accelerate's state, not torch.cuda.current_device()); an adapter (LoRA + modules_to_save) sharded by torch's FSDP1
+    and FSDP2 is gathered and saved by rank 0 equal to the unsharded one, although each rank holds only shards."""
+    script = tmp_path / "ranks.py"
+    script.write_text(RANKS_SCRIPT)
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+           str(REPO_ROOT / "params" / "accelerate" / "cpu_2proc.yaml"), str(script), str(tmp_path)]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO_ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    reports = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert [r["device_map"] for r in reports] == [{"": 0}, {"": 1}]
+    for version in (1, 2):
+        assert all(r[f"fsdp{version}"]["sharding"] == f"fsdp{version}" for r in reports)
+        assert all(r[f"fsdp{version}"]["sharded"] for r in reports)  # no rank held the whole adapter
+        assert reports[0][f"fsdp{version}"]["equal"] and reports[0][f"fsdp{version}"]["keys"] > 0
+
+
+def test_refusals_under_sharding_name_the_fix():
+    from types import SimpleNamespace
+
+    from codelib import distributed
+
+    ddp, fsdp, ds = (
+        SimpleNamespace(distributed_type=f"DistributedType.{t}") for t in ("MULTI_GPU", "FSDP", "DEEPSPEED")
+    )
+    distributed.refuse_sharded_loop(ddp)
+    with pytest.raises(RuntimeError, match="multi_gpu.yaml"):
+        distributed.refuse_sharded_loop(fsdp)
+    with pytest.raises(RuntimeError, match="DeepSpeed is not supported"):
+        distributed.refuse_sharded_loop(ds)
+    distributed.refuse_rank0_work(fsdp, SimpleNamespace(eval_every=0))
+    distributed.refuse_rank0_work(ddp, SimpleNamespace(eval_every=5))
+    with pytest.raises(RuntimeError, match="eval_every: 0"):
+        distributed.refuse_rank0_work(fsdp, SimpleNamespace(eval_every=5))
+    assert distributed.rank_device_map(cuda=False) == {"": "cpu"}
+
+
+def test_grpo_batches_keep_the_step_fixed_over_processes_and_fit_the_logits():
+    from codelib.distributed import grpo_batches
+
+    assert grpo_batches(32, 1) == (32, 1)  # one process: the whole step in one micro-batch
+    assert grpo_batches(32, 4) == (8, 1)  # four: a quarter each, the same 32 completions a step (TRL: 8 x 4 x 1)
+    # mbpp-taco: 8 x 8 completions of up to 1024 + 1024 tokens over Qwen2.5's 151,936-token vocabulary
+    micro, accum = grpo_batches(64, 1, 2048, 151_936)
+    assert micro * accum == 64 and micro * 2048 * 151_936 * 8 <= 8 * 2**30 and micro == 2
+    assert grpo_batches(32, 1, 768, 32_256) == (32, 1)  # the 1.3B profile fits in one
+    with pytest.raises(ValueError, match="multiple of the process count"):
+        grpo_batches(12, 8)
