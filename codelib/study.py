@@ -183,7 +183,9 @@ def evaluate_study(study: Study) -> dict[str, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m codelib.study", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m codelib.study", description=__doc__.split("\n\n")[0],
+                                 epilog="examples:\n" + __doc__.split("\n\n")[1],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     ap.add_argument("study", help="a study file, e.g. params/tiny/studies/algorithms.yaml")
     ap.add_argument("--check", action="store_true", help="validate the file and list its runs; run nothing")
     ap.add_argument("--force", nargs="+", default=[], help="train these runs or arms again even if finished")
