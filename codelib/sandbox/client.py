@@ -17,7 +17,7 @@ import sys
 import time
 
 from . import jobs as J
-from . import wire
+from . import watch, wire
 
 _WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
 
@@ -101,7 +101,28 @@ class Worker:
         if stdin is not None:
             self.fds.append(memfile("stdin", stdin))
             names.append("stdin")
-        self.spec_w = self.result_r = None
+        self.spec_w = self.result_r = self.kill_w = None
+        # the program's stdout and stderr (and an inside run's report) come here straight from the child: the worker
+        # passes the write ends on and never reads a byte, so no output ever sits in the memory of the process that
+        # forks every later program. The worker kills the program when the parent writes to the kill pipe.
+        self.streams = {}
+        inside = request["kind"] != "function"
+        self.token = os.urandom(16).hex() if inside else None
+        if inside:
+            request["token"] = self.token
+        for name in ("stdout", "stderr", "tamper", "report") if inside else ("stdout", "stderr", "tamper"):
+            r, w = os.pipe()
+            os.set_blocking(r, False)
+            self.fds.append(w)
+            names.append(name)
+            self.streams[name] = r
+        self.bufs = {name: bytearray() for name in self.streams}
+        self.out_total, self.overflow, self.report_overflow = 0, False, False
+        self.out_cap = int(request["cap"])
+        self.report_cap = int(step.get("reply_cap") or watch.REPORT_CAP_BYTES)
+        kill_r, self.kill_w = os.pipe()
+        self.fds.append(kill_r)
+        names.append("kill")
         if step.get("spec") is not None:
             spec_r, self.spec_w = os.pipe()
             self.result_r, result_w = os.pipe()
@@ -120,6 +141,8 @@ class Worker:
         if self.spec_w is not None:
             sel.register(self.spec_w, selectors.EVENT_WRITE, (self, "spec"))
             sel.register(self.result_r, selectors.EVENT_READ, (self, "result"))
+        for name, fd in self.streams.items():
+            sel.register(fd, selectors.EVENT_READ, (self, name))
 
     def _flush(self) -> None:
         while self.wbuf:
@@ -157,6 +180,8 @@ class Worker:
                 sel.unregister(self.spec_w)
                 os.close(self.spec_w)
                 self.spec_w = None
+        elif what in ("stdout", "stderr", "report", "tamper"):
+            self._read_stream(what, sel)
         elif what == "result":
             chunk = os.read(self.result_r, 1 << 20)
             if chunk and len(self.result_buf) + len(chunk) <= self.result_cap:
@@ -176,8 +201,80 @@ class Worker:
                     ).encode()
                 )
 
+    def _read_stream(self, name: str, sel) -> None:
+        """Read what the program wrote, keeping at most its cap: stdout (and stderr's last 4 KB) up to the output
+        cap together, the report up to its cap. Past a cap the program is killed (the worker watches the kill
+        pipe) and the rest is read and dropped, so the parent never holds more than the caps."""
+        fd = self.streams[name]
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return
+        if not chunk:
+            sel.unregister(fd)
+            os.close(fd)
+            del self.streams[name]
+            return
+        buf = self.bufs[name]
+        if name == "tamper":
+            buf += chunk[: max(0, 4096 - len(buf))]
+            return
+        if name == "report":
+            if len(buf) + len(chunk) > self.report_cap:
+                self.overflow = self.report_overflow = True
+                self._kill()
+            elif not self.report_overflow:
+                buf += chunk
+            return
+        self.out_total += len(chunk)
+        if self.out_total > self.out_cap:
+            self.overflow = True
+            self._kill()
+        if name == "stdout":
+            buf += chunk[: max(0, self.out_cap - len(buf))]
+        else:
+            buf += chunk
+            del buf[:-4096]
+
+    def _kill(self) -> None:
+        if self.kill_w is not None:
+            try:
+                os.write(self.kill_w, b"k")
+            except OSError:
+                pass
+
     def complete(self) -> bool:
-        return self.reply is not None and self.result_r is None
+        return self.reply is not None and self.result_r is None and not self.streams
+
+    def _replies(self) -> dict:
+        """The worker's reply with what the parent read itself: the outputs, and for an inside run the verdict
+        from its report (`watch.inside_verdict`: no token, no pass)."""
+        reply = dict(self.reply)
+        if self.reply.get("status") is not None and "wstatus" not in self.reply:
+            return reply  # the worker's own error: no run to speak of
+        stdout = bytes(self.bufs["stdout"]).decode("utf-8", "replace")
+        stderr = bytes(self.bufs["stderr"]).decode("utf-8", "replace")
+        reply.update(stdout=stdout, stderr=stderr, tamper=bytes(self.bufs["tamper"]).decode("ascii", "replace"))
+        if reply.get("kind") == "function":
+            reply["overflow"] = self.overflow
+            return reply
+        wstatus = reply.get("wstatus")
+        if type(wstatus) is not int or not 0 <= wstatus < 1 << 16:
+            return {"status": "error", "detail": "malformed reply: wstatus is not an exit status"}
+        timed_out = reply.get("timed_out") is True
+        cap = watch.REPORT_CAP_BYTES if self.report_overflow else self.out_cap
+        result = watch.inside_verdict(bytes(self.bufs["report"]), self.token.encode(), wstatus, timed_out,
+                                      self.overflow, cap, stderr, reply.get("kind") == "stdio")  # fmt: skip
+        out = dict(status=result["status"], detail=result["detail"], duration_s=reply.get("duration_s", 0.0),
+                   stdout=stdout, tests_passed=result["passed"], tests_total=result["total"], done=result["done"])  # fmt: skip
+        if result.get("outputs") is not None and not timed_out:
+            out["outputs"] = result["outputs"]
+        out["tamper"] = reply["tamper"]
+        if result["detail"].startswith("exited before the tests finished") or (
+            result["detail"].startswith("exited with status") and reply.get("kind") != "stdio"
+        ):
+            out["tamper"] += "\nexit"  # a program that leaves before its tests ran to the end
+        return out
 
     def finish(self, sel):
         run = self.run
@@ -186,13 +283,13 @@ class Worker:
         if self.reply.get("unrun") is True and run.requeued < 2:
             run.requeued += 1  # the worker could not run it: the pool gives it to a fresh worker
         else:
-            run.feed(self.reply, self.result)
+            run.feed(self._replies(), self.result)
         self.run = None
         return run
 
     def release(self, sel) -> None:
         """Close this step's pipes (a replaced worker's too)."""
-        for attr in ("spec_w", "result_r"):
+        for attr in ("spec_w", "result_r", "kill_w"):
             fd = getattr(self, attr, None)
             if fd is not None:
                 try:
@@ -201,6 +298,13 @@ class Worker:
                     pass
                 os.close(fd)
                 setattr(self, attr, None)
+        for fd in getattr(self, "streams", {}).values():
+            try:
+                sel.unregister(fd)
+            except (KeyError, ValueError):
+                pass
+            os.close(fd)
+        self.streams = {}
         for fd in getattr(self, "fds", []):
             os.close(fd)
         self.fds = []

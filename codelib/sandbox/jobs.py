@@ -11,11 +11,12 @@ import builtins
 import collections
 import functools
 import json
+import math
 import sys
 import warnings
 from dataclasses import dataclass, replace
 
-from . import judge, plus
+from . import compare, judge, plus
 from . import replies as R
 
 REFERENCE_TIMEOUT_S = 120.0  # canonical solutions on all plus inputs: HumanEval+/15 takes ~15 s, MBPP+/599 ~50 s
@@ -33,6 +34,7 @@ VERDICT_STDOUT_CHARS = 65536  # what a Verdict keeps of stdout
 PARSE_FIRST_CHARS = 20_000
 PARSE_FIRST = True  # False: every job runs (tests compare the two ways)
 STATUSES = R.STATUSES  # a Verdict's status: one of these
+TAMPER_CLASSES = ("signal", "frames", "gc", "memory", "proc", "write", "exit")  # harness.TAMPER_CLASSES
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,9 @@ class Verdict:
     tests_passed: int = 0  # asserts (or stdio cases, or plus inputs) that passed
     tests_total: int = 0
     judge: str = "inside"  # "outside": tests ran in the judge / output compared in the parent; "inside": in-process
+    # what the program tried that marks tampering (refused or harmless by construction), comma-separated classes of
+    # `harness.TAMPER_CLASSES` ("signal", "frames", "gc", "memory", "proc", "write", "exit"); "" = none seen
+    tamper: str = ""
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,8 @@ class Job:
     names: tuple = ()  # function: the program's names the tests call (proxied)
     imports: tuple = ()  # function: stdlib modules the tests use without importing them
     compare: str = ""  # calls: the value comparator (`compare.value_equal`'s name; "" = the default)
+    # a task's own limits as factors of the pool's limits, for a limit left None (`codelib.task.limits_for`)
+    limit_scale: tuple = ()  # () or (time factor, memory factor)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -158,19 +165,27 @@ def task_job(task, completion: str, plus: bool = False, timeout_s: float | None 
     """
     from codelib import tasks as T
 
+    scale: tuple = ()
     if getattr(task, "time_limit_s", None) or getattr(task, "memory_limit_mb", None):
-        from .pool import _DEFAULTS  # a task's own limits scale the given limits, or the shared pool's defaults
-
-        timeout_s, memory_mb = T.limits_for(task, timeout_s if timeout_s is not None else _DEFAULTS["timeout_s"],
-                                            memory_mb if memory_mb is not None else _DEFAULTS["memory_mb"])  # fmt: skip
+        # a task's own limits scale the given limits; a limit not given stays None and the pool that runs the job
+        # scales its own (passed explicitly: no module state, so `configure` reaches every job the same way)
+        unit_time, unit_memory = T.limits_for(task, 1.0, 1 << 20)
+        scale = (unit_time, unit_memory / (1 << 20))
+        if timeout_s is not None:
+            timeout_s = T.limits_for(task, timeout_s, 1)[0]
+        if memory_mb is not None:
+            memory_mb = T.limits_for(task, 1.0, memory_mb)[1]
     if task.kind == "stdio":
         cases = tuple(json.loads(task.tests))
-        return Job(completion, kind="stdio", cases=cases, task_id=task.task_id, timeout_s=timeout_s,
-                   memory_mb=memory_mb)  # fmt: skip
+        name = (
+            getattr(task, "compare", "") or ""
+        )  # the benchmark's harness runs its import block first (task.PRELUDES)
+        return Job(T.stdin_prelude(name) + completion, kind="stdio", cases=cases, task_id=task.task_id,
+                   timeout_s=timeout_s, memory_mb=memory_mb, limit_scale=scale, compare=name)  # fmt: skip
     if task.kind == "calls":
         return Job(task.prompt + completion, kind="calls", tests=task.tests, entry_point=task.entry_point,
                    task_id=task.task_id, compare=getattr(task, "compare", "") or "", timeout_s=timeout_s,
-                   memory_mb=memory_mb)  # fmt: skip
+                   memory_mb=memory_mb, limit_scale=scale)  # fmt: skip
     call = f"\n\ncheck({task.entry_point})\n" if "def check(" in task.tests else ""
     plan = judge_plan(task.prompt, task.tests + call, task.entry_point, task.task_id)
     with_plus = plus and bool(task.plus_inputs)
@@ -186,7 +201,7 @@ def task_job(task, completion: str, plus: bool = False, timeout_s: float | None 
         reference = Job(task.prompt + task.canonical_solution, entry_point=task.entry_point, task_id=task.task_id)
     if with_plus:
         job = replace(job, plus_inputs=task.plus_inputs, reference=reference, atol=task.atol)
-    return replace(job, timeout_s=timeout_s, memory_mb=memory_mb)
+    return replace(job, timeout_s=timeout_s, memory_mb=memory_mb, limit_scale=scale)
 
 
 def reference_key(job: Job) -> tuple:
@@ -248,9 +263,11 @@ def _calls_cases(tests: str) -> list:
 class Run:
     def __init__(self, job: Job, box, expected: dict):
         self.job, self.box = job, box
-        self.timeout = float(job.timeout_s if job.timeout_s is not None else box.timeout_s)
-        self.memory = int(job.memory_mb if job.memory_mb is not None else box.memory_mb)
+        time_scale, memory_scale = job.limit_scale or (1.0, 1.0)
+        self.timeout = float(job.timeout_s if job.timeout_s is not None else box.timeout_s * time_scale)
+        self.memory = int(job.memory_mb if job.memory_mb is not None else math.ceil(box.memory_mb * memory_scale))
         self.finished, self.case, self.duration, self.cases, self.requeued = False, 0, 0.0, 0, 0
+        self.tamper: set = set()
         self.out: dict = {}
         self.ref = None
         self.digest_over = DIGEST_OVER_BYTES if job.plus_inputs and plus.digest_ok(job) else 0
@@ -330,6 +347,9 @@ class Run:
 
     def feed(self, reply: dict, result: bytes | None) -> None:
         """Take one step's replies (the worker's, and the judge's for a function job): checked, never trusted."""
+        tamper = reply.get("tamper")
+        if type(tamper) is str:
+            self.tamper |= {t for t in tamper.split() if t in TAMPER_CLASSES}
         try:
             if isinstance(reply.get("status"), str) and reply.get("kind") != "function" and "tests_total" not in reply:
                 raise R.Malformed(reply.get("detail") or "the worker failed")  # an internal error of the worker
@@ -352,7 +372,7 @@ class Run:
             return self._finish(
                 status=status if status != "failed" else "error", detail=f"{where}: {R.text(reply, 'detail')}"
             )
-        same, why = plus.same_stdout(stdout, str(self.job.cases[self.case]["output"]))
+        same, why = compare.stdout_equal(self.job.compare, stdout, str(self.job.cases[self.case]["output"]))
         if not same:
             return self._finish(status="failed", detail=f"{where}: wrong answer: {why}")
         self.case += 1
@@ -390,11 +410,15 @@ class Run:
             status, detail = "error", f"the judge gave no result ({R.how(judge_end, '')})"
         elif "program_error" in r:
             kind = r.get("program_error_type", "")
+            if kind == "SystemExit":
+                self.tamper.add("exit")
             status, detail = ("failed" if kind == "AssertionError" else "error"), r["program_error"]
         elif "call_timeout" in r:
             status, detail = "timeout", r["call_timeout"]
         elif "died" in r:
             status, detail = R.died(ended, R.text(reply, "stderr"), r["died"])
+            if status != "timeout":
+                self.tamper.add("exit")  # it left while the tests were calling it
         elif "exc" in r:
             status = "failed" if r.get("first") or r.get("exc_type") == "AssertionError" else "error"
             detail = r.get("first") or r["exc"]
@@ -448,4 +472,5 @@ class Run:
             tests_passed=int(self.out.get("tests_passed", 0)),
             tests_total=int(self.out.get("tests_total", 0)),
             judge="outside" if outside else "inside",
+            tamper=",".join(sorted(self.tamper)),
         )

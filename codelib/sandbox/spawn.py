@@ -56,7 +56,7 @@ def _confine(server, uid: int | None) -> None:
     prctl(PR_SET_NO_NEW_PRIVS, 1)  # the seccomp filter is the worker's, inherited
 
 
-def program(server, req: dict, named: dict, pipes, extra: dict, mode: str):
+def program(server, req: dict, named: dict, extra: dict, mode: str):
     """The forked program child: confine itself, then run the harness. Never returns."""
     try:
         os.setsid()
@@ -70,14 +70,16 @@ def program(server, req: dict, named: dict, pipes, extra: dict, mode: str):
             raise RuntimeError("the program did not arrive whole")
         req["program"] = program.decode("utf-8", "surrogatepass")
         os.dup2(named["stdin"] if "stdin" in named else os.open(os.devnull, os.O_RDONLY), 0)
-        os.dup2(pipes[0][1], 1)
-        os.dup2(pipes[1][1], 2)
+        os.dup2(named["stdout"], 1)  # the parent's pipes: the worker never reads them
+        os.dup2(named["stderr"], 2)
         for target, source in extra.items():
             os.dup2(source, target, inheritable=False)
+        if "tamper" in named:
+            os.dup2(named["tamper"], harness.TAMPER_FD, inheritable=False)
         os.closerange(3, harness.REPORT_FD)
-        os.closerange(harness.CALL_FD + 1, 1 << 16)
-        for target in (harness.REPORT_FD, harness.CALL_FD):
-            if target not in extra:
+        os.closerange(harness.TAMPER_FD + 1, 1 << 16)
+        for target in (harness.REPORT_FD, harness.CALL_FD, harness.TAMPER_FD):
+            if target not in extra and not (target == harness.TAMPER_FD and "tamper" in named):
                 close(target)
         if server.fresh_tmp:
             workdir = "/tmp"  # a tmpfs of its own, replaced after a run that leaves anything in it

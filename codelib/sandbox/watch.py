@@ -1,9 +1,9 @@
-"""The worker's side of a run: watch the program (and the judge) until they finish, and read an inside run's report.
+"""The worker's side of a run: watch the program (and the judge) until they finish; an inside run's verdict.
 
-`run` waits for the program to exit and the judge to say it is done, collects stdout/stderr (and the inside report)
-up to their caps, kills the program at the deadline or on an overflow, and sweeps every process the run left.
-`inside_verdict` turns an inside run's report (a per-run token, then the harness's result) and the way the process
-ended into a verdict: no token, no pass. Standard library only.
+`run` waits for the program to exit and the judge to say it is done, kills the program at the deadline or when the
+parent asks (an output passed its cap: the parent reads the outputs, this process never does), and sweeps every
+process the run left. `inside_verdict` (called by the parent) turns an inside run's report (a per-run token, then
+the harness's result) and the way the process ended into a verdict: no token, no pass. Standard library only.
 """
 
 from __future__ import annotations
@@ -27,25 +27,21 @@ def ended(wstatus: int | None) -> dict:
     return {"exit": os.WEXITSTATUS(wstatus)}
 
 
-def run(server, pid: int, judge, pipes: list, timeout: float, cap: int) -> dict:
-    """Wait for the program to exit (and the judge to say it is done), collecting output; kill the program at the
-    deadline or on an output overflow."""
-    for _, w in pipes:
-        os.close(w)
-    reads = [r for r, _ in pipes]
-    bufs = {fd: bytearray() for fd in reads}
+def run(server, pid: int, judge, kill_fd: int | None, timeout: float) -> dict:
+    """Wait for the program to exit (and the judge to say it is done); kill the program at the deadline or when the
+    parent asks (a byte on the kill pipe: its output passed a cap). The outputs never pass through here."""
     start = time.monotonic()
     deadline = start + timeout
     status = None
     judge_done = judge is None
-    timed_out = overflow = report_overflow = False
+    timed_out = killed = False
     pidfd = os.pidfd_open(pid)
     with selectors.DefaultSelector() as sel:
         sel.register(pidfd, selectors.EVENT_READ, "pid")
         if judge is not None:
             sel.register(judge, selectors.EVENT_READ, "judge")
-        for fd in reads:
-            sel.register(fd, selectors.EVENT_READ, fd)
+        if kill_fd is not None:
+            sel.register(kill_fd, selectors.EVENT_READ, "kill")
         while status is None or not judge_done:
             now = time.monotonic()
             if judge is not None and judge_done and status is None:
@@ -62,37 +58,18 @@ def run(server, pid: int, judge, pipes: list, timeout: float, cap: int) -> dict:
                     judge_done = True  # b"d" when it finished; EOF if it died (its result pipe says the rest)
                     judge.recv(16)
                     sel.unregister(judge)
-                else:
-                    chunk = os.read(key.data, 1 << 16)
-                    if chunk:
-                        bufs[key.data] += chunk
-                    else:
-                        sel.unregister(key.data)
-            if len(bufs[reads[0]]) + len(bufs[reads[1]]) > cap:
-                overflow = True
-                break
-            if len(reads) > 2 and len(bufs[reads[2]]) > REPORT_CAP_BYTES:
-                overflow = report_overflow = True
+                else:  # the parent: an output passed its cap (or the parent is gone: EOF)
+                    killed = True
+                    sel.unregister(kill_fd)
+            if killed:
                 break
     os.close(pidfd)
     if status is None:
         os.kill(pid, signal.SIGKILL)
         status = os.waitpid(pid, 0)[1]
     duration = time.monotonic() - start
-    server._kill_leftovers()  # every writer is dead now: read what is left, then EOF
-    for fd in reads:
-        os.set_blocking(fd, False)
-        try:
-            while len(bufs[fd]) <= cap + 65536 and (chunk := os.read(fd, 1 << 16)):
-                bufs[fd] += chunk
-        except BlockingIOError:
-            pass
-        os.close(fd)
-    return dict(status=status, judge_done=judge_done, timed_out=timed_out, overflow=overflow,
-                report_overflow=report_overflow, duration=duration,
-                stdout=bytes(bufs[reads[0]][:cap]).decode("utf-8", "replace"),
-                stderr=bytes(bufs[reads[1]][-4096:]).decode("utf-8", "replace"),
-                report=bytes(bufs[reads[2]]) if len(reads) > 2 else b"")  # fmt: skip
+    server._kill_leftovers()  # every writer of the outputs is dead now: the parent reads them to EOF
+    return dict(status=status, judge_done=judge_done, timed_out=timed_out, killed=killed, duration=duration)
 
 
 SIGNAMES = {getattr(signal, n): n for n in dir(signal) if n.startswith("SIG") and not n.startswith("SIG_")}

@@ -71,7 +71,9 @@ class Server:
         os.close(devnull)
         for name in PREIMPORT.split():
             __import__(name)
-        try:  # the judge's value comparators, loaded before the chroot hides this directory
+        from . import plus  # noqa: F401 - the judge's EvalPlus rules, loaded before the chroot hides this directory
+
+        try:  # the judge's value comparators (the same)
             from . import compare  # noqa: F401
         except ImportError:
             pass
@@ -239,7 +241,7 @@ class Server:
     def _recv(self) -> tuple[dict | None, list[int]]:
         head, fds = b"", []
         while len(head) < 8:
-            data, got, _, _ = socket.recv_fds(self.sock, 8 - len(head), 4)
+            data, got, _, _ = socket.recv_fds(self.sock, 8 - len(head), 16)
             fds += got
             if not data:
                 return None, fds
@@ -303,19 +305,19 @@ class Server:
             theirs.close()
             _close(named.pop("spec"))
             _close(named.pop("result"))  # the judge holds the only writer: EOF for the parent when it is done
-        pipes = [os.pipe(), os.pipe()]
         pid = os.fork()
         if pid == 0:
-            spawn.program(self, req, named, pipes, {harness.CALL_FD: ours.fileno()}, "serve")
+            spawn.program(self, req, named, {harness.CALL_FD: ours.fileno()}, "serve")
         ours.close()
-        seen = watch.run(self, pid, self.judge, pipes, float(req["timeout_s"]), int(req["cap"]))
+        self._close_outputs(named)
+        seen = watch.run(self, pid, self.judge, named.get("kill"), float(req["timeout_s"]))
         if not seen["judge_done"] and select.select([self.judge], [], [], 1.0)[0]:
             # the program is dead (killed at its deadline): the judge saw EOF and reports what passed until then
             seen["judge_done"] = self.judge.recv(16) == b"d"
         if not seen["judge_done"]:
             self._stop_judge()  # stuck, or killed: the next run gets a fresh one
-        return dict(kind="function", duration_s=seen["duration"], stdout=seen["stdout"], stderr=seen["stderr"],
-                    timed_out=seen["timed_out"], overflow=seen["overflow"], ended=watch.ended(seen["status"]),
+        return dict(kind="function", duration_s=seen["duration"], wstatus=seen["status"],
+                    timed_out=seen["timed_out"], ended=watch.ended(seen["status"]),
                     judge_ended={} if seen["judge_done"] else {"signal": signal.SIGKILL})  # fmt: skip
 
     def _start_factory(self, root: str | None) -> None:
@@ -382,24 +384,25 @@ class Server:
         return True
 
     def _inside(self, req: dict, named: dict) -> dict:
-        token = os.urandom(16).hex().encode()
-        pipes = [os.pipe(), os.pipe(), os.pipe()]  # stdout, stderr, report
+        """A whole program in one process; its report goes to the parent, which gives the verdict (token first)."""
         stdio = req["kind"] == "stdio"
+        token = str(req.pop("token", "")).encode()
         pid = os.fork()
         if pid == 0:
-            extra = {harness.REPORT_FD: pipes[2][1]}
-            spawn.program(self, dict(req, token=token), named, pipes, extra, "stdio" if stdio else "inside")
-        seen = watch.run(self, pid, None, pipes, float(req["timeout_s"]), int(req["cap"]))
-        report = seen["report"]
-        cap = watch.REPORT_CAP_BYTES if seen["report_overflow"] else int(req["cap"])
-        result = watch.inside_verdict(report, token, seen["status"], seen["timed_out"], seen["overflow"], cap,
-                               seen["stderr"], stdio)  # fmt: skip
-        reply = dict(status=result["status"], detail=result["detail"], duration_s=seen["duration"],
-                     stdout=seen["stdout"], tests_passed=result["passed"], tests_total=result["total"],
-                     done=result["done"])  # fmt: skip
-        if result.get("outputs") is not None:
-            reply["outputs"] = result["outputs"]
-        return reply
+            extra = {harness.REPORT_FD: named["report"]}
+            spawn.program(self, dict(req, token=token), named, extra, "stdio" if stdio else "inside")
+        self._close_outputs(named)
+        seen = watch.run(self, pid, None, named.get("kill"), float(req["timeout_s"]))
+        return dict(kind=req["kind"], duration_s=seen["duration"], wstatus=seen["status"],
+                    timed_out=seen["timed_out"], killed=seen["killed"])  # fmt: skip
+
+    @staticmethod
+    def _close_outputs(named: dict) -> None:
+        """This process's copies of the program's files, closed once it is forked: the parent sees EOF on the
+        outputs when the program's last process is gone, and nothing of them passes through here."""
+        for name in ("stdout", "stderr", "report", "tamper", "program", "stdin"):
+            if name in named:
+                _close(named.pop(name))
 
     def _kill_leftovers(self) -> None:
         """Kill every process the program left and wait until they are gone: the next run starts with none."""
