@@ -1,7 +1,7 @@
-"""codelib: RL fine-tuning of code LLMs with unit-test rewards (see DESIGN.md).
+"""codelib: RL fine-tuning of code LLMs with unit-test rewards (README.md: what it is, how to run and extend it).
 
 Importing the package silences three messages that libraries print on every run and that say nothing about ours,
-so an executed notebook's output is the run's own (tests/test_noise.py checks it):
+so an executed notebook's output is the run's own (tests/test_notebooks.py's smoke run checks it: `NOISE`):
 - bitsandbytes' "Failed to load CPU gemm_4bit_forward" (an optional CPU kernel; 4-bit here needs CUDA anyway);
 - transformers' FutureWarnings that `gradient_checkpointing*` is renamed (raised inside TRL and peft's calls).
 Warnings about our own code are not filtered: a `float()` of a tensor that requires grad, or a SyntaxWarning from

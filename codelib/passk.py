@@ -1,9 +1,8 @@
-"""pass@k curves: the unbiased estimator for every k = 1..n at once, with bootstrap intervals over tasks.
+"""pass@k curves for k = 1..n: their table, their figure, and the command that evaluates checkpoints for them.
 
-`curve(per_task)` takes the per-task counts an eval summary holds (`[{"n": 64, "c": 20}, ...]`) and returns
-pass@k for k = 1..n with a percentile bootstrap interval over tasks (tasks are resampled together for every k, so
-the band is one curve's uncertainty, not k independent ones). With many samples per task (n >= 64) the curve
-shows whether RL raises pass@1 while narrowing what the model can solve at large k.
+With many samples per task (n >= 64) the curve shows whether RL raises pass@1 while narrowing what the model can
+solve at large k. The estimators are `codelib.stats`'s (`pass_at_k_curve`, `pass_at_k_matrix`, `summary_curve`;
+`passk.curve` is the old name of the first).
 
     python -m codelib.passk params/tiny/variants/06_eval_passk.yaml   # 64 samples/task, every checkpoint
 """
@@ -11,51 +10,14 @@ shows whether RL raises pass@1 while narrowing what the model can solve at large
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from codelib.stats import pass_at_k_curve, pass_at_k_matrix, summary_curve
 
-def pass_at_k_matrix(n: Sequence[int], c: Sequence[int], k_max: int | None = None) -> np.ndarray:
-    """Unbiased pass@k of every task for k = 1..k_max (default min n): an array [tasks, k_max].
-
-    pass@k = 1 - C(n-c, k) / C(n, k), and the ratio is the running product of (n-c-j) / (n-j) for j < k, so one
-    cumulative product gives every k; each factor is in [0, 1], so nothing overflows.
-    """
-    n, c = np.asarray(n, dtype=np.int64), np.asarray(c, dtype=np.int64)
-    if n.shape != c.shape or n.ndim != 1:
-        raise ValueError(f"n and c must be 1-d and the same length, got {n.shape} and {c.shape}")
-    if n.size and ((c < 0).any() or (c > n).any()):
-        raise ValueError("need 0 <= c <= n for every task")
-    k_max = int(n.min()) if k_max is None and n.size else int(k_max or 0)
-    if n.size and k_max > n.min():
-        raise ValueError(f"pass@{k_max} needs at least {k_max} samples per task; the fewest is {int(n.min())}")
-    j = np.arange(k_max)  # [k_max]
-    factors = np.clip(n[:, None] - c[:, None] - j, 0, None) / (n[:, None] - j)  # [tasks, k_max]
-    return 1.0 - np.cumprod(factors, axis=1)  # [tasks, k_max]: column k-1 is pass@k
-
-
-def curve(
-    per_task: Sequence[dict], k_max: int | None = None, iters: int = 1000, seed: int = 0, alpha: float = 0.05
-) -> dict:
-    """pass@k for k = 1..k_max over tasks ({"n", "c"} rows) with a (1 - alpha) bootstrap interval over tasks.
-
-    Returns {"k": [1..k_max], "pass@k": [...], "ci_low": [...], "ci_high": [...], "tasks": T}, plain lists.
-    """
-    if not per_task:
-        return {"k": [], "pass@k": [], "ci_low": [], "ci_high": [], "tasks": 0}
-    values = pass_at_k_matrix([r["n"] for r in per_task], [r["c"] for r in per_task], k_max)  # [tasks, K]
-    rng = np.random.default_rng(seed)
-    t = len(values)
-    idx = rng.integers(0, t, size=(iters, t))  # [iters, tasks]: one draw shared by every k
-    # how often each task was drawn, then one matmul: values[idx] would hold iters x tasks x K floats (150 MB at 64)
-    draws = np.bincount((idx + t * np.arange(iters)[:, None]).ravel(), minlength=iters * t).reshape(iters, t)
-    means = draws @ values / t  # [iters, K]
-    lo, hi = np.quantile(means, [alpha / 2, 1 - alpha / 2], axis=0)  # [K] each
-    ks = np.arange(1, values.shape[1] + 1)
-    return {"k": ks.tolist(), "pass@k": values.mean(axis=0).tolist(), "ci_low": lo.tolist(), "ci_high": hi.tolist(),
-            "tasks": len(values)}  # fmt: skip
+curve = pass_at_k_curve  # the name studies and tests knew
+__all__ = ["curve", "curves_frame", "evaluate_curves", "main", "pass_at_k_matrix", "plot_curves", "summary_curve"]
 
 
 def curves_frame(curves: dict[str, dict]):
@@ -80,26 +42,20 @@ def plot_curves(curves: dict[str, dict], title: str = "pass@k with 95% bootstrap
     for name, cv in curves.items():
         if not cv["k"]:
             continue
-        ax.plot(cv["k"], 100 * np.asarray(cv["pass@k"]), color=color_of(name), label=name, marker="." if len(cv["k"]) < 20 else None)  # fmt: skip
-        ax.fill_between(cv["k"], 100 * np.asarray(cv["ci_low"]), 100 * np.asarray(cv["ci_high"]), color=color_of(name), alpha=0.2)  # fmt: skip
+        color, marker = color_of(name), "." if len(cv["k"]) < 20 else None
+        ax.plot(cv["k"], 100 * np.asarray(cv["pass@k"]), color=color, label=name, marker=marker)
+        low, high = 100 * np.asarray(cv["ci_low"]), 100 * np.asarray(cv["ci_high"])
+        ax.fill_between(cv["k"], low, high, color=color, alpha=0.2)
     k_max = max((max(cv["k"]) for cv in curves.values() if cv["k"]), default=1)
     ax.set_xscale("log", base=2)
-    ax.set_xticks([2**i for i in range(int(math.log2(k_max)) + 1)], [str(2**i) for i in range(int(math.log2(k_max)) + 1)])  # fmt: skip
+    ticks = [2**i for i in range(int(math.log2(k_max)) + 1)]
+    ax.set_xticks(ticks, [str(k) for k in ticks])
     ax.set_xlabel("k (samples per task)")
     ax.set_ylabel("pass@k (%)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)  # beside the panel, clear of the bands
     return fig
-
-
-def summary_curve(summary: dict, iters: int | None = None, seed: int | None = None) -> dict:
-    """The curve an eval summary holds (`pass@k_curve`), or one computed from its per-task counts."""
-    if summary.get("pass@k_curve") and iters is None:
-        return summary["pass@k_curve"]
-    iters = iters or summary.get("settings", {}).get("bootstrap_iters", 1000)
-    seed = summary.get("settings", {}).get("seed", 0) if seed is None else seed
-    return curve(summary["per_task"], iters=iters, seed=seed)
 
 
 def evaluate_curves(cfg, force: bool = False, show: bool = False) -> dict[str, Path]:
@@ -115,7 +71,7 @@ def evaluate_curves(cfg, force: bool = False, show: bool = False) -> dict[str, P
     import matplotlib.pyplot as plt
 
     from codelib import evaluator
-    from codelib.params import atomic_write_text, reports_root, run_dir
+    from codelib.paths import atomic_write_text, reports_root, run_dir
 
     out = reports_root() / cfg.profile / "passk"
     evaluator.evaluate(cfg, force=force, out_root=run_dir(cfg.profile, "eval_passk"), reports=out)
@@ -124,11 +80,12 @@ def evaluate_curves(cfg, force: bool = False, show: bool = False) -> dict[str, P
     df = curves_frame(curves)
     atomic_write_text(out / "pass_at_k.csv", df.to_csv(index=False))
     ks = [k for k in (1, 2, 4, 8, 16, 32, 64, 128, 256) if k <= cfg.n_samples]
-    lines = [f"# pass@k: {cfg.dataset}/{cfg.split} ({cfg.profile}), {cfg.n_samples} samples/task at "
-             f"T={cfg.temperature}", "", "Percentages with 95% bootstrap intervals over tasks.", "",
-             "| checkpoint | " + " | ".join(f"pass@{k}" for k in ks) + " |", "|---" * (len(ks) + 1) + "|"]  # fmt: skip
+    title = f"# pass@k: {cfg.dataset}/{cfg.split} ({cfg.profile}), {cfg.n_samples} samples/task at T={cfg.temperature}"
+    header = "| checkpoint | " + " | ".join(f"pass@{k}" for k in ks) + " |\n" + "|---" * (len(ks) + 1) + "|"
+    lines = [title, "", "Percentages with 95% bootstrap intervals over tasks.", "", header]
     for name, cv in curves.items():
-        cells = [f"{100 * cv['pass@k'][k - 1]:.1f} [{100 * cv['ci_low'][k - 1]:.1f}, {100 * cv['ci_high'][k - 1]:.1f}]" for k in ks]  # fmt: skip
+        pct = {key: [f"{100 * v:.1f}" for v in cv[key]] for key in ("pass@k", "ci_low", "ci_high")}
+        cells = [f"{pct['pass@k'][k - 1]} [{pct['ci_low'][k - 1]}, {pct['ci_high'][k - 1]}]" for k in ks]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     atomic_write_text(out / "pass_at_k.md", "\n".join(lines) + "\n")
     fig = plot_curves(curves, title=f"pass@k, k = 1..{cfg.n_samples} ({cfg.profile}; 95% CI over tasks)")

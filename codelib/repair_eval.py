@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from codelib.eval_sampling import EVAL_SAMPLING
 from codelib.repair import MODES, run_episodes
 from codelib.stats import bootstrap_ci, paired_difference, pass_at_k
 from codelib.tasks import Task
@@ -25,7 +26,7 @@ def evaluate_repair(model, tokenizer, tasks: list[Task], cfg, out: Path | None =
     Writes out/episodes.jsonl (every turn of every episode) and out/summary.json when `out` is given."""
     T, n, m = cfg.turns, cfg.eval_samples, max(cfg.eval_independent, cfg.turns)
     common = dict(public_rule=cfg.public_rule, split_seed=cfg.split_seed, temperature=cfg.eval_temperature,
-                  top_p=1.0, max_new_tokens=cfg.max_new_tokens, seed=cfg.eval_seed, workers=cfg.workers,
+                  top_p=EVAL_SAMPLING.top_p, max_new_tokens=cfg.max_new_tokens, seed=cfg.eval_seed, workers=cfg.workers,
                   timeout_s=cfg.timeout_s, feedback_chars=cfg.feedback_chars)  # fmt: skip
     arms = {}
     for mode in MODES:
@@ -70,18 +71,6 @@ def evaluate_repair(model, tokenizer, tasks: list[Task], cfg, out: Path | None =
                     f.write(json.dumps(e.to_row(episode=j % n)) + "\n")
         (out / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
-
-
-def comparison_table(summary: dict):
-    """The summary as a DataFrame: success per turn and arm with intervals, then the paired differences."""
-    import pandas as pd
-
-    rows = []
-    for arm, curve in summary["arms"].items():
-        for p in curve:
-            rows.append({"arm": arm, **p})
-    success = pd.DataFrame(rows).pivot(index="turn", columns="arm", values="success")
-    return success, pd.DataFrame(summary["comparisons"])
 
 
 def summary_markdown(summaries: dict[str, dict]) -> str:

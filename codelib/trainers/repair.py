@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 
 from codelib import metrics, repair, repair_eval, rollout
+from codelib.eval_sampling import EVAL_SAMPLING
 from codelib.logprobs import kl_to_start, make_batch, reference_logprobs, token_logprobs
 from codelib.params import load_config, main_config, reports_root, run_dir
 from codelib.tasks import load_tasks, tasks_to_rows
@@ -58,8 +59,8 @@ class Config(SamplingConfig):
     eval_limit: int = 0  # first N held-out tasks; 0 for all
     eval_samples: int = 4  # episodes per task and arm (feedback, empty feedback)
     eval_independent: int = 8  # independent samples per task for pass@t (at least `turns`)
-    eval_temperature: float = 0.8  # evaluation sampling temperature
-    eval_seed: int = 1234  # evaluation sampling seed
+    eval_temperature: float = EVAL_SAMPLING.temperature  # evaluation sampling temperature
+    eval_seed: int = EVAL_SAMPLING.seed  # evaluation sampling seed
     bootstrap_iters: int = 1000  # resamples for the intervals
     probe_eval: int = 0  # also compare on the first N held-out probe tasks (synthetic split `probe`); 0 for none
 
