@@ -594,3 +594,73 @@ def test_each_verdict_records_what_the_program_tried_as_a_throwaway_user():
     pairs = [(x["want"], x["tamper"]) for x in out["lines"] if "want" in x]
     assert len(pairs) == len(tamper_jobs())
     assert_tamper(pairs)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# programs forked from a process that never held output
+
+
+def sibling_jobs() -> list:
+    """A program that prints a marker (to stdout, stderr and, inside, in its report), then programs that scan their
+    own memory (inherited from the fork server) for it: a sibling's output must not be there."""
+    import uuid
+
+    from codelib.tasks import Task
+    from tests.test_sandbox_attacks import hide, program
+
+    marker = f"sibling-output-{uuid.uuid4().hex}"
+    make = f"M = bytes(b - 1 for b in {hide(marker)!r}).decode()\n"  # the marker is not in any program's text
+    writer = make + "import sys\nprint(M * 4)\nsys.stderr.write(M)\n"
+    scan = f"hits = _mem_find({hide(marker)!r}, limit=1)\nprint('LEAK' if hits else 'NONE')\n"
+    task = Task("t/0", "def f(x):\n", "assert f(1) == 1\n", "f", "    return x\n")
+    io = Task("t/1", "p", json.dumps([{"input": "", "output": "NONE"}]), "", "print('NONE')", kind="stdio")
+    return [
+        ("writer-program", Job(writer)),
+        ("writer-function", sandbox.task_job(task, "    return x\n" + writer)),
+        ("writer-stdio", sandbox.task_job(io, writer)),
+        ("scan-program", Job(program(scan))),
+        ("scan-stdio", sandbox.task_job(io, program(scan))),
+        ("scan-function", sandbox.task_job(task, "    return x\n" + program(scan))),
+    ]
+
+
+def assert_no_sibling_output(results: dict) -> None:
+    for name, r in results.items():
+        if name.startswith("scan"):
+            assert "LEAK" not in r["stdout"], (name, r)
+            assert name == "scan-function" or "NONE" in r["stdout"], (name, r)  # the scan ran
+
+
+@pytest.mark.parametrize("unprivileged", [False, True])
+def test_a_program_finds_no_siblings_output_in_its_memory(unprivileged):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with Sandbox(workers=1, timeout_s=30, unprivileged=unprivileged) as b:
+            results = {}
+            for name, job in sibling_jobs():
+                v = b.map([job])[0]
+                results[name] = dict(stdout=v.stdout, status=v.status)
+    assert_no_sibling_output(results)
+
+
+SIBLING_BATTERY = r"""
+import pickle, warnings
+from codelib.sandbox import Sandbox
+jobs = pickle.loads(bytes.fromhex(params["jobs"]))
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    box = Sandbox(workers=1, timeout_s=30)
+for name, job in jobs:
+    v = box.map([job])[0]
+    emit(name=name, stdout=v.stdout[-2000:], status=v.status)
+box.close()
+"""
+
+
+def test_a_program_finds_no_siblings_output_as_a_throwaway_user():
+    import pickle
+
+    from tests.test_sandbox_attacks import as_throwaway_user
+
+    out = as_throwaway_user(SIBLING_BATTERY, jobs=pickle.dumps(sibling_jobs()).hex())
+    assert_no_sibling_output({x["name"]: x for x in out["lines"] if "name" in x})
