@@ -112,14 +112,18 @@ def run_fork_exec(programs: list[str], workers: int) -> tuple[float, int]:
 
 
 def pool_memory(workers: int = 16) -> tuple[float, float]:
-    """(RSS, PSS) in MiB summed over an idle pool's processes (workers, their inits and judge servers)."""
+    """(RSS, PSS) in MiB summed over an idle pool's processes (workers, their inits, judge factories and judge
+    servers)."""
     with sandbox.Sandbox(workers=workers) as box:
         task = load_tasks("humaneval", "all", limit=1)[0]
         box.map([sandbox.task_job(task, task.canonical_solution)] * workers)  # every worker starts its judge
         rss = pss = 0
-        pids = box.worker_pids()
-        pids += [int(c) for p in box.worker_pids() for c in open(f"/proc/{p}/task/{p}/children").read().split()]
-        for pid in pids:  # each worker, its pid namespace's init and its judge server
+        pids, todo = [], list(box.worker_pids())
+        while todo:  # each worker, its pid namespace's init, its judge factory and the factory's judge server
+            pid = todo.pop()
+            pids.append(pid)
+            todo += [int(c) for c in open(f"/proc/{pid}/task/{pid}/children").read().split()]
+        for pid in pids:
             for line in open(f"/proc/{pid}/smaps_rollup"):
                 if line.startswith("Rss:"):
                     rss += int(line.split()[1])
@@ -170,7 +174,8 @@ def main(argv=None) -> dict:
     print(f"codelib judged {'outside' if judges == {'function'} else judges} (tests in the judge process)")
     print(f"codelib pool start-up ({args.workers} workers): {startup * 1000:.0f} ms")
     rss, pss = pool_memory(16)
-    print(f"idle 16-worker pool: RSS {rss:.0f} MiB summed over workers, inits and judges (PSS {pss:.0f} MiB)")
+    print(f"idle 16-worker pool: RSS {rss:.0f} MiB summed over workers, inits, judge factories and judges "
+          f"(PSS {pss:.0f} MiB)")  # fmt: skip
     return dict(rate=rate, passed=passed, startup_s=startup, pool16_rss_mb=rss, pool16_pss_mb=pss)
 
 

@@ -495,9 +495,12 @@ def test_sixteen_idle_workers_use_under_a_gigabyte():
         task = load_tasks("humaneval", "all", limit=1)[0]
         assert all(v.passed for v in b.map([sandbox.task_job(task, task.canonical_solution)] * 16))
         rss = 0
-        pids = b.worker_pids()  # and each worker's children: its pid namespace's init and its judge server
-        pids += [int(c) for p in b.worker_pids() for c in open(f"/proc/{p}/task/{p}/children").read().split()]
-        assert len(pids) == 48
+        pids, todo = [], list(b.worker_pids())
+        while todo:  # each worker, its pid namespace's init, its judge factory and the factory's judge server
+            pid = todo.pop()
+            pids.append(pid)
+            todo += [int(c) for c in open(f"/proc/{pid}/task/{pid}/children").read().split()]
+        assert len(pids) == 64
         for pid in pids:
             rss += int(open(f"/proc/{pid}/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
         assert rss < 1 << 30, f"{rss >> 20} MiB resident"
