@@ -26,11 +26,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from codelib import generation, metrics, models, passk, rewards, sandbox
+from codelib import generation, metrics, models, rewards, sandbox
+from codelib.eval_sampling import EVAL_SAMPLING
 from codelib.fingerprint import SCORE, code_hash
-from codelib.params import atomic_write_json, atomic_write_text, main_config, reports_root, resolve, run_dir
+from codelib.params import atomic_write_json, atomic_write_text, main_config, resolve, run_dir
+from codelib.paths import eval_dir, report_dir  # noqa: F401  (run directories live in codelib.paths; old names)
 from codelib.reports import write_results
-from codelib.stats import bootstrap_ci, paired_difference, pass_at_k
+from codelib.stats import bootstrap_ci, paired_difference, pass_at_k, pass_at_k_curve
 from codelib.tasks import Task, load_tasks, parse_dataset
 
 __all__ = ["EvalConfig", "bootstrap_ci", "compare", "evaluate", "evaluate_checkpoints", "load_summary",
@@ -113,8 +115,8 @@ def score_completions(
     out["ci_low"], out["ci_high"] = out["pass@1_ci_low"], out["pass@1_ci_high"]
     out["passed"] = float(sum(r["c"] / r["n"] for r in per_task))
     out["verdicts"] = metrics.class_counts(s["verdict"] for s in samples)
-    # pass@k for every k = 1..n with intervals over tasks (codelib.passk): the curve figures read it
-    out["pass@k_curve"] = passk.curve(per_task, iters=bootstrap_iters, seed=seed)
+    # pass@k for every k = 1..n with intervals over tasks: the curve figures read it
+    out["pass@k_curve"] = pass_at_k_curve(per_task, iters=bootstrap_iters, seed=seed)
     out["per_task"] = per_task
     out["samples"] = samples
     return out
@@ -136,11 +138,11 @@ class EvalConfig:
     checkpoints: dict[str, str] = field(default_factory=lambda: {"base": "tiny"})  # name -> hub name / dir / adapter
     baseline: str = "base"  # every other checkpoint is compared with this one, paired; "" for none
     n_samples: int = 4  # samples per task
-    temperature: float = 0.8  # 0 means greedy (n_samples is then 1)
-    top_p: float = 1.0  # nucleus sampling
+    temperature: float = EVAL_SAMPLING.temperature  # 0 means greedy (n_samples is then 1)
+    top_p: float = EVAL_SAMPLING.top_p  # nucleus sampling
     max_new_tokens: int = 256  # generation budget per sample
     batch_size: int = 64  # (prompt, sample) rows per generate call
-    seed: int = 1234  # sampling seed, separate from training seeds so two evaluations agree
+    seed: int = EVAL_SAMPLING.seed  # sampling seed, separate from training seeds so two evaluations agree
     ks: list[int] = field(default_factory=lambda: [1])  # pass@k reported for each k (each at most n_samples)
     backend: str = "hf"  # hf | vllm (GPU, pip install -r requirements-vllm.txt)
     workers: int = 2  # sandbox worker processes
@@ -190,15 +192,6 @@ class EvalConfig:
             raise ValueError(f"limit must be >= 0 (0 = all tasks), got {self.limit}")
         if self.timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, got {self.timeout_s}")
-
-
-def eval_dir(profile: str, name: str) -> Path:
-    """checkpoints/<profile>/eval/<name>/: where one checkpoint's samples and summary live."""
-    return run_dir(profile, "eval") / name
-
-
-def report_dir(profile: str) -> Path:
-    return reports_root() / profile
 
 
 def checkpoint_source(spec: str) -> str:
@@ -316,6 +309,33 @@ def evaluate_checkpoint(cfg: EvalConfig, name: str, tasks: Sequence[Task], out: 
     return summary
 
 
+def check_checkpoints(cfg: EvalConfig) -> None:
+    """Every checkpoint of cfg exists before any is evaluated: a missing local one is named with the command that
+    makes it, all of them in one message (a hub id or "tiny" is left to the loader)."""
+    from codelib.stages import stage_of
+
+    problems = []
+    for name, spec in cfg.checkpoints.items():
+        if spec == "tiny":
+            continue
+        path = resolve(spec)
+        if path.exists():
+            if path.is_dir() and not any((path / f).exists() for f in ("config.json", "adapter_config.json")):
+                problems.append(f"{name}: {spec} holds no model (no config.json or adapter_config.json)")
+            continue
+        local = spec.startswith((".", "/", "~", "checkpoints/", "reports/")) or not models._HUB_ID.match(spec)
+        if not local:
+            continue  # a hub id: the loader downloads it (or says it is not there)
+        stage = stage_of(path.name)
+        fix = (f"train it first: python -m codelib.pipeline --profile {cfg.profile} --only {stage.name}"
+               if stage else "give an existing directory, a hub id or 'tiny'")  # fmt: skip
+        problems.append(f"{name}: {spec} does not exist; {fix}")
+    if problems:
+        raise FileNotFoundError(
+            f"{len(problems)} of {len(cfg.checkpoints)} checkpoint(s) cannot be evaluated:\n  " + "\n  ".join(problems)
+        )
+
+
 def load_summary(path: str | Path) -> dict:
     """A summary.json, given the file or its eval directory."""
     p = resolve(path)
@@ -354,22 +374,29 @@ def evaluate(
     files' sizes and mtimes, ...) is not re-run unless force=True. out_root replaces checkpoints/<profile>/<out>
     and reports replaces reports/<profile> (tests use both).
     """
+    check_checkpoints(cfg)
     tasks = load_tasks(cfg.dataset, cfg.split, limit=cfg.limit or None)
     if not tasks:
         raise ValueError(f"{cfg.dataset}/{cfg.split} has no tasks (limit={cfg.limit})")
     root = Path(out_root) if out_root is not None else run_dir(cfg.profile, cfg.out)
     summaries: dict[str, dict] = {}
-    for name in cfg.checkpoints:
+    total = len(cfg.checkpoints)
+    for i, name in enumerate(cfg.checkpoints, 1):
         out = root / name
         want = settings_hash(settings_for(cfg, name, tasks))
         old = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else None
         if old is not None and old.get("settings_hash") == want and not force:
-            print(f"[eval] {name}: up to date ({out / 'summary.json'}), skipped; force=True re-runs it")
+            print(
+                f"[eval {i}/{total}] {name}: up to date, skipped (pass@1 {100 * old['pass@1']:.1f}%; force re-runs it)"
+            )
             summaries[name] = old
             continue
-        print(f"[eval] {name}: {cfg.checkpoints[name]} on {len(tasks)} {cfg.dataset}/{cfg.split} tasks")
+        print(f"[eval {i}/{total}] {name}: {cfg.checkpoints[name]}, {len(tasks)} {cfg.dataset}/{cfg.split} tasks x "
+              f"{cfg.n_samples} samples", flush=True)  # fmt: skip
         summaries[name] = evaluate_checkpoint(cfg, name, tasks, out)
-        print(f"[eval] {name}: pass@1 {summaries[name]['pass@1']:.3f}")
+        s = summaries[name]
+        print(f"[eval {i}/{total}] {name}: pass@1 {100 * s['pass@1']:.1f}% (generate {s['generate_s']:.0f} s, "
+              f"judge {s['execute_s']:.0f} s)", flush=True)  # fmt: skip
 
     # Paired differences are recomputed every time (cheap), so a changed baseline never leaves a stale one.
     for name, s in summaries.items():
@@ -393,9 +420,17 @@ def evaluate_checkpoints(checkpoints: dict[str, str], force: bool = False, **con
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m codelib.evaluator PARAMS.yaml [key=value ...]`: run the eval stage and print the table."""
-    cfg = main_config(EvalConfig, argv)
-    print(evaluate(cfg).to_string(index=False))
+    """`python -m codelib.evaluator PARAMS.yaml [key=value ...] [--debug]`: run the eval stage and print the table."""
+    import sys
+
+    from codelib.params import USER_ERRORS, fail
+
+    argv = sys.argv[1:] if argv is None else argv
+    cfg = main_config(EvalConfig, argv, command="python -m codelib.evaluator")
+    try:
+        print(evaluate(cfg).to_string(index=False))
+    except (*USER_ERRORS, ValueError) as e:
+        fail(e, "--debug" in argv)
 
 
 if __name__ == "__main__":

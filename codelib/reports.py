@@ -23,8 +23,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from codelib.params import REPO_ROOT, atomic_write_text, checkpoints_root, read_jsonl, reports_root, resolve
+from codelib.params import REPO_ROOT, atomic_write_text, read_jsonl, reports_root, resolve
+from codelib.paths import profile_dir as ckpt_root  # checkpoints/<profile>/ (codelib.paths: every run directory)
 from codelib.stages import color_of, stage_of
+from codelib.stats import summary_curve
 from codelib.verdicts import VERDICT_CLASSES, class_counts
 
 TABLE_COLUMNS = ["checkpoint", "method", "pass@1", "ci_low", "ci_high", "passed", "tasks", "avg_tokens"]
@@ -39,10 +41,6 @@ class PlotsConfig:
     smoothing: int = 5  # moving-average window for curves (1: raw)
     heatmap_tasks: int = 60  # at most this many tasks in the per-task heat map
     out_dir: str = ""  # figures and tables go here; empty: checkpoints/<profile>/plots/ (pipeline: reports/<profile>)
-
-
-def ckpt_root(profile: str) -> Path:
-    return checkpoints_root() / profile
 
 
 def out_dir(cfg: PlotsConfig) -> Path:
@@ -302,9 +300,8 @@ def plot_length_accuracy(summaries: dict[str, dict]):
 def plot_pass_at_k(summaries: dict[str, dict]):
     """pass@k for k = 1..n (unbiased estimator), one panel per checkpoint with its 95% band over tasks and, dashed
     in every other panel, the baseline's curve: six overlapping bands become six readable ones."""
-    from codelib import passk
 
-    curves = {n: passk.summary_curve(s) for n, s in summaries.items()}
+    curves = {n: summary_curve(s) for n, s in summaries.items()}
     curves = {n: c for n, c in curves.items() if c["k"]}
     baseline = next((s["vs_baseline"]["baseline"] for s in summaries.values() if s.get("vs_baseline")), "")
     baseline = baseline if baseline in curves else next(iter(curves), "")

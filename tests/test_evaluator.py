@@ -290,3 +290,25 @@ def test_results_table_names_the_training_seeds(tmp_path):
     assert reports.training_seeds("nowhere", summaries) == "; training seeds 0, 2 (one run per checkpoint)"
     assert reports.training_seeds("nowhere", {"base": {"source": "tiny"}}) == ""
     assert reports.training_seeds("nowhere", {"sft": summaries["sft"]}) == "; training seed 0 (one run per checkpoint)"
+
+
+def test_every_checkpoint_is_checked_before_any_is_evaluated(tmp_path, monkeypatch):
+    """A missing run dir is named, with the command that makes it, before a single sample is generated."""
+    from codelib import evaluator
+
+    monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path))
+    (tmp_path / "tiny" / "sft").mkdir(parents=True)
+    (tmp_path / "tiny" / "sft" / "adapter_config.json").write_text("{}")
+    (tmp_path / "tiny" / "empty").mkdir()
+    cfg = evaluator.EvalConfig(checkpoints={"base": "tiny", "sft": "checkpoints/tiny/sft", "grpo": "checkpoints/tiny/grpo",
+                                            "dpo": "checkpoints/tiny/dpo", "odd": "checkpoints/tiny/empty",
+                                            "hub": "org/model"}, baseline="base")  # fmt: skip
+    monkeypatch.setattr(evaluator, "load_tasks", lambda *a, **k: pytest.fail("tasks loaded before the check"))
+    with pytest.raises(FileNotFoundError) as e:
+        evaluator.evaluate(cfg)
+    msg = str(e.value)
+    assert msg.startswith("3 of 6 checkpoint(s)")
+    assert "grpo: checkpoints/tiny/grpo does not exist; train it first: python -m codelib.pipeline" in msg
+    assert "--profile tiny --only 04_grpo" in msg
+    assert "--only 05_dpo" in msg and "odd: checkpoints/tiny/empty holds no model" in msg
+    assert "sft:" not in msg and "hub" not in msg and "base" not in msg
