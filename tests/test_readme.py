@@ -1,8 +1,11 @@
-"""README.md shows the shipped reports' tables, not copies that drift (`tools/readme_tables.py`)."""
+"""README.md and docs/ show the shipped reports' tables, not copies that drift (`tools/readme_tables.py`); the README
+is a guide (at most 300 lines, no link to a file that does not exist, no number its report blocks do not hold, no
+words about how the project was built)."""
 
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
@@ -11,11 +14,12 @@ ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("readme_tables", ROOT / "tools" / "readme_tables.py")
 readme_tables = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(readme_tables)
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
-def test_readme_tables_are_the_shipped_reports():
+def test_blocks_are_the_shipped_reports():
     stale = readme_tables.sync(check=True)
-    assert not stale, f"README.md blocks {stale} differ from their reports: run python tools/readme_tables.py"
+    assert not stale, f"blocks {stale} differ from their reports: run python tools/readme_tables.py"
 
 
 def test_a_changed_report_makes_its_block_stale_and_sync_rewrites_it(tmp_path):
@@ -31,6 +35,36 @@ def test_a_changed_report_makes_its_block_stale_and_sync_rewrites_it(tmp_path):
     assert "| sft2 | " not in readme.read_text()  # --check writes nothing
     assert readme_tables.sync(readme, tmp_path) == ["results"]
     assert "| sft2 | " in readme.read_text() and readme_tables.sync(readme, tmp_path, check=True) == []
-    readme.write_text(readme.read_text().replace("<!-- comparison:end -->", ""))
-    with pytest.raises(ValueError, match="comparison:start"):
+    readme.write_text(readme.read_text().replace("<!-- results:end -->", ""))
+    with pytest.raises(ValueError, match="results:start"):
         readme_tables.sync(readme, tmp_path, check=True)
+
+
+def test_readme_is_a_guide_of_at_most_300_lines():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 300
+    heads = [ln for ln in text.splitlines() if ln.startswith("## ")]
+    assert len(heads) >= 6
+
+
+def test_readme_prose_numbers_come_from_its_blocks():
+    extra = readme_tables.prose_numbers_outside_blocks(ROOT / "README.md")
+    assert not extra, f"README.md prose holds numbers no report block holds: {sorted(extra)}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_links_resolve(page):
+    text = page.read_text()
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+        if "://" in target or target.startswith("mailto:"):
+            continue
+        assert (page.parent / target).exists(), f"{page.name} links {target}, which does not exist"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_no_words_about_how_the_project_was_built(page):
+    text = page.read_text()
+    for pattern in (r"\bsession \d+|\bthis session\b|\bround \d+\b", r"\bissue \d+\b|#\d{1,3}\b",
+                    r"\bEPYC VM\b|\breference VM\b", r"`[0-9a-f]{7}`|\b[0-9a-f]{7}\.\.\."):  # fmt: skip
+        hit = re.search(pattern, text, flags=re.I)
+        assert hit is None, f"{page.name}: {hit.group(0)!r} is about how the project was built"

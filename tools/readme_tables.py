@@ -1,10 +1,12 @@
-"""Copy the shipped report tables into README.md, between their markers, so the README never shows a number the
+"""Copy the shipped report tables into README.md and docs/*.md, between their markers, so no page shows a number the
 reports do not hold.
 
-    python tools/readme_tables.py           # rewrite the blocks from reports/<profile>/
+    python tools/readme_tables.py           # rewrite every block from its report
     python tools/readme_tables.py --check   # exit 1 naming each block that differs from its report
 
-A block `<!-- NAME:start -->` ... `<!-- NAME:end -->` holds its report without the heading, then where it came from. `tests/test_readme.py` runs the check, so a regenerated report with a stale README fails.
+A block `<!-- NAME:start -->` ... `<!-- NAME:end -->` holds its report without the heading, then where it came from
+and the command that regenerates it. `tests/test_readme.py` runs the check, so a regenerated report with a stale page
+fails, and checks that every number in README.md's prose outside the blocks is one a block holds.
 """
 
 from __future__ import annotations
@@ -18,15 +20,20 @@ ROOT = Path(__file__).resolve().parents[1]
 BLOCKS = {  # marker name -> (report, what regenerates it)
     "results": ("reports/tiny/results.md", "`make demo`"),
     "study": ("reports/tiny/studies/algorithms/summary.md", "`make study`"),
-    "comparison": (
-        "reports/tiny/comparison.md",
-        "`python -m codelib.comparison params/tiny/variants/06_eval_algorithms.yaml`",
-    ),
+    "comparison": ("reports/tiny/comparison.md", "`make compare`"),
+    "passk": ("reports/tiny/passk/pass_at_k.md", "`python -m codelib.passk params/tiny/variants/06_eval_passk.yaml`"),
+    "repair": ("reports/tiny/repair/summary.md", "`python -m codelib.pipeline --only 09_repair`"),
+}
+PAGES = {  # page -> the blocks it holds (each block lives on one page)
+    "README.md": ["results"],
+    "docs/studies.md": ["study", "passk"],
+    "docs/algorithms.md": ["comparison"],
+    "docs/repair.md": ["repair"],
 }
 
 
 def block_text(report: Path, rel: str, how: str) -> str:
-    """The README block of a report: the report without its heading (its description and tables, verbatim), then
+    """The block of a report: the report without its first heading (its description and tables, verbatim), then
     where it came from."""
     lines = report.read_text().splitlines()
     if not any(ln.startswith("|") for ln in lines):
@@ -35,23 +42,50 @@ def block_text(report: Path, rel: str, how: str) -> str:
     return f"{body}\n\n(`{rel}`; regenerate with {how}.)\n"
 
 
-def sync(readme: Path = ROOT / "README.md", root: Path = ROOT, check: bool = False) -> list[str]:
-    """Rewrite (or with `check`, only compare) every block of `readme`; returns the names of the blocks that
-    differed. A block whose markers are missing is an error."""
-    text = new = readme.read_text()
+def sync_page(page: Path, names: list[str], root: Path = ROOT, check: bool = False) -> list[str]:
+    """Rewrite (or with `check`, only compare) the named blocks of one page; returns the names that differed.
+    A block whose markers are missing is an error."""
+    text = new = page.read_text()
     stale = []
-    for name, (rel, how) in BLOCKS.items():
+    for name in names:
+        rel, how = BLOCKS[name]
         pattern = re.compile(rf"(<!-- {name}:start -->\n)(.*?)(<!-- {name}:end -->)", re.S)
         m = pattern.search(new)
         if m is None:
-            raise ValueError(f"{readme}: no <!-- {name}:start --> ... <!-- {name}:end --> block")
+            raise ValueError(f"{page}: no <!-- {name}:start --> ... <!-- {name}:end --> block")
         body = block_text(root / rel, rel, how)
         if m.group(2) != body:
             stale.append(name)
             new = new[: m.start(2)] + body + new[m.end(2) :]
     if not check and new != text:
-        readme.write_text(new)
+        page.write_text(new)
     return stale
+
+
+def sync(readme: Path | None = None, root: Path = ROOT, check: bool = False) -> list[str]:
+    """Every page's blocks (README.md at `readme` if given, the docs under `root`); the stale block names."""
+    stale = []
+    for rel, names in PAGES.items():
+        page = readme if (rel == "README.md" and readme is not None) else root / rel
+        if page.exists() or rel == "README.md":
+            stale += sync_page(page, names, root, check)
+    return stale
+
+
+def numbers(text: str) -> set[str]:
+    """The decimal numbers of a text (`58.1`, `+7.2`, `-0.3`): the figures a results page must not invent."""
+    return {m.lstrip("+-") for m in re.findall(r"[+-]?\d+\.\d+", text)}
+
+
+def prose_numbers_outside_blocks(page: Path) -> set[str]:
+    """Decimal numbers in a page's prose (outside its blocks and code) that none of its blocks holds."""
+    text = page.read_text()
+    inside = "".join(m.group(0) for m in re.finditer(r"<!-- (\w+):start -->.*?<!-- \1:end -->", text, re.S))
+    outside = re.sub(r"<!-- (\w+):start -->.*?<!-- \1:end -->", "", text, flags=re.S)
+    outside = re.sub(r"```.*?```", "", outside, flags=re.S)  # commands, not results
+    outside = re.sub(r"`[^`]*`", "", outside)  # file names, versions, settings
+    outside = re.sub(r"\([^()]*\.(png|md|csv|json)\)", "", outside)  # image and link targets
+    return numbers(outside) - numbers(inside)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,9 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     stale = sync(check=args.check)
     for name in stale:
-        rel = BLOCKS[name][0]
+        page = next(p for p, names in PAGES.items() if name in names)
         print(
-            f"README.md: the {name} block differs from {rel}"
+            f"{page}: the {name} block differs from {BLOCKS[name][0]}"
             + ("; run python tools/readme_tables.py" if args.check else "; rewritten")
         )
     return 1 if stale and args.check else 0
