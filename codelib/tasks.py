@@ -28,11 +28,12 @@ from codelib.task import (
     program_for,
     read_ids,
     read_jsonl,
+    stdin_prelude,
 )
 
 __all__ = ["DATA_DIR", "LCB_REPO", "NAMES", "SPLITS", "Task", "TaskError", "codecontests_task", "decode_lcb_tests",
            "limits_for", "livecodebench_task", "load_tasks", "make_task", "parse_dataset", "program_for",
-           "sample_tasks", "taco_task", "task_counts", "tasks_to_rows"]  # fmt: skip
+           "sample_tasks", "stdin_prelude", "taco_task", "task_counts", "tasks_to_rows"]  # fmt: skip
 
 NAMES = ("humaneval", "mbpp", "humaneval_plus", "mbpp_plus", "codecontests", "synthetic", "taco", "livecodebench")
 SPLITS = ("train", "test", "validation", "fewshot", "rl", "all")
