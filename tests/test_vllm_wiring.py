@@ -158,17 +158,35 @@ def test_evaluator_backend_vllm_scores_what_vllm_returned(fake_vllm, tmp_path):
 
 
 def test_grpo_passes_vllm_settings_to_trl():
-    from codelib.trainers import grpo
+    from codelib.trainers import grpo, grpo_trl
 
-    cfg = grpo.Config(use_vllm=True, vllm_mode="server", vllm_server_url="http://10.0.0.2:8001",
+    cfg = grpo.Config(backend="trl", use_vllm=True, vllm_mode="server", vllm_server_url="http://10.0.0.2:8001",
                       vllm_gpu_memory_utilization=0.5)  # fmt: skip
-    args = grpo.grpo_args(cfg, "/tmp/unused")
+    args = grpo_trl.grpo_args(cfg, "/tmp/unused")
     assert args.use_vllm and args.vllm_mode == "server" and args.vllm_server_base_url == "http://10.0.0.2:8001"
     assert args.vllm_gpu_memory_utilization == 0.5
-    colocate = grpo.grpo_args(grpo.Config(use_vllm=True), "/tmp/unused")
+    colocate = grpo_trl.grpo_args(grpo.Config(backend="trl", use_vllm=True), "/tmp/unused")
     assert colocate.vllm_mode == "colocate" and colocate.vllm_server_base_url is None
     with pytest.raises(ValueError, match="vllm_gpu_memory_utilization"):
         grpo.Config(vllm_gpu_memory_utilization=1.5)
+    # TRL pushes merged weights into vLLM's bf16 copy of the base: a 4-bit base cannot go there
+    with pytest.raises(ValueError, match="load_in_4bit: false"):
+        grpo.Config(backend="trl", use_vllm=True, load_in_4bit=True)
+
+
+def test_trl_grpo_step_is_fixed_over_processes_and_split_to_fit():
+    """TRL's generation batch is per_device x processes x steps_per_generation: grpo_args keeps it at P x G however
+    many processes share it, in micro-batches whose logits fit (mbpp-taco: 64 x 2048 tokens x 151,936 vocab)."""
+    from codelib.trainers import grpo, grpo_trl
+
+    cfg = grpo.Config(backend="trl", prompts_per_step=8, num_generations=8, max_prompt_tokens=1024,
+                      max_new_tokens=1024)  # fmt: skip
+    whole = grpo_trl.grpo_args(cfg, "/tmp/unused")
+    assert (whole.per_device_train_batch_size, whole.gradient_accumulation_steps) == (64, 1)
+    assert whole.generation_batch_size == 64
+    taco = grpo_trl.grpo_args(cfg, "/tmp/unused", vocab=151_936)
+    assert (taco.per_device_train_batch_size, taco.gradient_accumulation_steps) == (2, 32)
+    assert taco.generation_batch_size == 64 and taco.steps_per_generation == 32
 
 
 def test_dpo_candidates_sampled_on_vllm_never_load_the_policy_here(fake_vllm, ckpt_root, tiny_sft, monkeypatch):
@@ -193,3 +211,22 @@ def test_dpo_candidates_sampled_on_vllm_never_load_the_policy_here(fake_vllm, ck
     assert manifest["counts"]["candidates"] == 12 and manifest["counts"]["passed"] == 6
     with pytest.raises(ValueError, match="gen_backend"):
         dpo.Config(gen_backend="vlm")
+
+
+def test_vllm_is_started_with_the_free_share_of_the_gpu(fake_vllm, tiny_base, monkeypatch):
+    """vLLM 0.30.0 refuses to start unless gpu_memory_utilization x total (default 0.92) is free; load_vllm asks for
+    what is free now, less a margin, at most 0.9, and an explicit value wins."""
+    import torch
+
+    from codelib import vllm_backend
+
+    gib = 2**30
+    assert vllm_backend.vllm_memory_share(80 * gib, 80 * gib) == 0.9
+    assert vllm_backend.vllm_memory_share(40 * gib, 80 * gib) == 0.46  # a trained model still holds half
+    with pytest.raises(RuntimeError, match="only 4.0 of 80.0 GiB are free"):
+        vllm_backend.vllm_memory_share(4 * gib, 80 * gib)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (60 * gib, 80 * gib))
+    vllm_backend.load_vllm(str(tiny_base))
+    vllm_backend.load_vllm(str(tiny_base), gpu_memory_utilization=0.3)
+    assert [llm.kwargs["gpu_memory_utilization"] for llm in FakeLLM.made] == [0.71, 0.3]
