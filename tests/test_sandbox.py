@@ -743,7 +743,7 @@ def test_which_judge_each_dataset_gets():
 
     for name in ("humaneval", "humaneval_plus", "synthetic"):
         assert set(kinds(name)) == {"function"}, name  # every task's tests run in the judge
-    assert kinds("mbpp").count("function") >= 970 and kinds("mbpp_plus").count("function") >= 375
+    assert kinds("mbpp").count("function") >= 970 and set(kinds("mbpp_plus")) == {"function"}  # MBPP+ all outside
     assert judge_plan("def f(x):\n", "assert f(Node(1)) == 1\n", "f")[0] == "inside"  # a class the solution defines
     assert judge_plan("def f(g):\n", "assert f(lambda x: x) == 1\n", "f")[0] == "inside"
     assert judge_plan("def f(x):\n", "assert math.isclose(f(1), 1.0)\n", "f")[2] == ("math",)  # imported by the judge

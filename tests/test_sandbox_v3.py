@@ -664,3 +664,20 @@ def test_a_program_finds_no_siblings_output_as_a_throwaway_user():
 
     out = as_throwaway_user(SIBLING_BATTERY, jobs=pickle.dumps(sibling_jobs()).hex())
     assert_no_sibling_output({x["name"]: x for x in out["lines"] if "name" in x})
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# every bundled MBPP+ task judged outside: a returned re.Match crosses as its truth value
+
+
+def test_mbpp_plus_not_none_tasks_are_judged_outside(box):
+    from codelib.tasks import load_tasks
+
+    tasks = [t for t in load_tasks("mbpp_plus", "all") if t.task_id in ("Mbpp/737", "Mbpp/787", "Mbpp/794")]
+    truthy = "class A:\n    def __bool__(self):\n        return True\n    def __eq__(self, o):\n        return True\n"
+    for plus in (False, True):
+        good = box.map([sandbox.task_job(t, t.canonical_solution, plus=plus) for t in tasks])
+        assert all(v.passed and v.judge == "outside" for v in good), good
+        bad = box.map([sandbox.task_job(t, truthy + f"def {t.entry_point}(s):\n    return A()\n", plus=plus)
+                       for t in tasks])  # fmt: skip
+        assert not any(v.passed for v in bad) and all(v.judge == "outside" for v in bad), bad

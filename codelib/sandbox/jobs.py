@@ -85,6 +85,7 @@ class Job:
     tests: str = ""  # function: the test code (runs in the judge)
     prelude: str = ""  # function: the task's prompt, run in the judge before the tests
     names: tuple = ()  # function: the program's names the tests call (proxied)
+    truthy: bool = False  # function: a returned object that is not plain data crosses as bool(it) (TRUTHY_TASKS)
     imports: tuple = ()  # function: stdlib modules the tests use without importing them
     compare: str = ""  # calls: the value comparator (`compare.value_equal`'s name; "" = the default)
     # a task's own limits as factors of the pool's limits, for a limit left None (`codelib.task.limits_for`)
@@ -96,10 +97,11 @@ class Job:
 
 
 # tasks whose tests pass an object or function to the entry point, or inspect what it returns beyond plain data
-INSIDE_TASKS: dict[str, str] = {
-    f"Mbpp/{n}": "the canonical solution returns a re.Match object and the tests assert it is truthy"
-    for n in (737, 787, 794)  # MBPP+ (EvalPlus's "not None" oracle)
-}
+INSIDE_TASKS: dict[str, str] = {}
+# tasks whose canonical solution returns an object (a re.Match) and whose tests only ask whether it is truthy
+# (MBPP+, EvalPlus's "not None" oracle): judged outside, a returned object that is not plain data crosses as its
+# truth value (computed in the program's process: bool(), never the object)
+TRUTHY_TASKS = frozenset(f"Mbpp/{n}" for n in (737, 787, 794))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -191,7 +193,8 @@ def task_job(task, completion: str, plus: bool = False, timeout_s: float | None 
     with_plus = plus and bool(task.plus_inputs)
     if plan[0] == "outside":
         job = Job(task.prompt + completion, kind="function", tests=task.tests + call, prelude=plan[3],
-                  names=plan[1], imports=plan[2], entry_point=task.entry_point, task_id=task.task_id)  # fmt: skip
+                  names=plan[1], imports=plan[2], entry_point=task.entry_point, task_id=task.task_id,
+                  truthy=task.task_id in TRUTHY_TASKS)  # fmt: skip
         reference = replace(job, program=task.prompt + task.canonical_solution, tests="")
     else:
         program = T.program_for(task, completion)
@@ -319,7 +322,8 @@ class Run:
             req.update(stdin=str(case["input"]), cap=_cap_for(str(case["output"]), self.box.max_output_bytes))
         elif j.kind == "function":
             spec = dict(prelude=j.prelude, tests=j.tests, names=list(j.names), imports=list(j.imports),
-                        entry_point=j.entry_point, plus_inputs=j.plus_inputs, digest_over=self.digest_over)  # fmt: skip
+                        entry_point=j.entry_point, plus_inputs=j.plus_inputs, digest_over=self.digest_over,
+                        truthy=j.truthy)  # fmt: skip
             if self.ref is not None:  # the judge compares each plus output itself (its deadline bounds the work)
                 spec.update(expected=json.dumps(self.ref[2]), atol=j.atol, task_id=j.task_id)
                 step["result_cap"] = 1 << 20  # three numbers and a few lines of text come back, never outputs
@@ -417,8 +421,8 @@ class Run:
             status, detail = "timeout", r["call_timeout"]
         elif "died" in r:
             status, detail = R.died(ended, R.text(reply, "stderr"), r["died"])
-            if status != "timeout":
-                self.tamper.add("exit")  # it left while the tests were calling it
+            if status != "timeout" and not r["died"].startswith("the program answered"):
+                self.tamper.add("exit")  # it left while the tests were calling it (not: an oversized answer)
         elif "exc" in r:
             status = "failed" if r.get("first") or r.get("exc_type") == "AssertionError" else "error"
             detail = r.get("first") or r["exc"]

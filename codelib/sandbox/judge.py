@@ -46,6 +46,7 @@ class Channel:
         self.fd, self.cap = fd, cap
         self.calls = 0
         self.deadline: float | None = None  # a "calls" job: when the current call's answer must have come
+        self.truthy = False  # a returned object that is not plain data crosses as its truth value (TRUTHY_TASKS)
 
     def _read(self, n: int) -> bytes:
         buf = bytearray()
@@ -97,6 +98,8 @@ class Channel:
             request["o"] = digest_over
         if not mutations:
             request["n"] = 1  # the caller keeps no argument: no mutated copies back
+        if self.truthy:
+            request["t"] = 1
         self.calls += 1
         self.send(request)
         reply = self.recv()
@@ -332,6 +335,7 @@ def run(spec: dict, channel: Channel) -> dict:
         if "calls" in spec:
             _run_calls(spec, channel, result, state)
             return result
+        channel.truthy = spec.get("truthy") is True
         namespace = {"__name__": "__main__", "__builtins__": builtins}
         if spec.get("prelude"):
             exec(_compiled("<prompt>", spec["prelude"]), namespace)
