@@ -322,4 +322,12 @@ def main(only: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or None)
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python tools/make_notebooks.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("names", nargs="*", help="only these notebooks (e.g. 07_plots explore); default: every one")
+    args = ap.parse_args()
+    unknown = sorted(set(args.names) - set(NOTEBOOKS) - set(__import__("codelib.pipeline").pipeline.STAGES))
+    if unknown:
+        raise SystemExit(f"error: no notebook named {', '.join(unknown)}; known: {', '.join(NOTEBOOKS)}")
+    main(args.names or None)
