@@ -174,3 +174,17 @@ def grpo_batches(completions: int, processes: int, tokens: int = 0, vocab: int =
         cap = max(1, int(budget_gb * 2**30 // (tokens * vocab * LOGIT_BYTES)))
     micro = max(d for d in range(1, per_rank + 1) if per_rank % d == 0 and d <= cap)
     return micro, per_rank // micro
+
+
+def check_update_fits(rows: int, tokens: int, vocab: int, budget_gb: float = LOGITS_BUDGET_GB) -> None:
+    """Refuse an update forward whose logits alone would not fit: `rows` sequences of up to `tokens` tokens over a
+    `vocab`-token vocabulary in one forward/backward (the own engine's minibatch), with the fix in the message."""
+    need = rows * tokens * vocab * LOGIT_BYTES / 2**30
+    if need > budget_gb:
+        micro, _ = grpo_batches(rows, 1, tokens, vocab, budget_gb)
+        raise RuntimeError(
+            f"one update forward of {rows} sequences x {tokens} tokens x {vocab} vocabulary needs ~{need:.0f} GB for "
+            f"its logits alone (budget {budget_gb:.0f} GB): it will not fit a GPU. Run it in micro-batches of "
+            f"{micro} (backend: trl does: distributed.grpo_batches), or lower prompts_per_step x num_generations, "
+            "max_prompt_tokens or max_new_tokens."
+        )
