@@ -374,25 +374,31 @@ def _default_equal(got, want) -> bool:
         return False
 
 
-def _value_equal(name: str):
+def _comparator(name: str):
+    """(value_equal, prepare_args) of the benchmark named `name` (`compare.py`; LCB's rule without it)."""
     try:
         from . import compare  # the benchmarks' comparators (imported by the worker before its chroot)
     except ImportError:
-        return lambda got, want: _default_equal(got, want)
-    return lambda got, want: bool(compare.value_equal(name, got, want))
+        return (lambda got, want: _default_equal(got, want)), (lambda args: args)
+    return (lambda got, want: bool(compare.value_equal(name, got, want))), (
+        lambda args: compare.prepare_args(name, args)
+    )
 
 
 def _run_calls(spec: dict, channel: Channel, result: dict, state: dict) -> None:
     """A "calls" job: each case's arguments parsed here as data, one proxied call per case with its own time
     budget, each value compared with the task's comparator. A timed-out call ends the run (the program is stuck)."""
+    import sys
+
+    sys.set_int_max_str_digits(0)  # the cases are data: LiveCodeBench and TACO hold ints of more than 4300 digits
     cases = json.loads(spec["calls"])
     result["total"] = len(cases)
-    equal = _value_equal(str(spec.get("compare") or ""))
+    equal, prepare = _comparator(str(spec.get("compare") or ""))
     entry, budget = str(spec["entry_point"]), float(spec.get("per_call_s") or 0) or None
     for i, case in enumerate(cases):
         where = f"test {i + 1}/{len(cases)}"
         try:
-            args = tuple(json.loads(line) for line in str(case["input"]).split("\n") if line.strip())
+            args = tuple(prepare([json.loads(line) for line in str(case["input"]).split("\n") if line.strip()]))
             want = json.loads(case["output"])
         except (ValueError, TypeError, KeyError) as e:
             raise ValueError(f"{where}: the task's case is not JSON ({e})") from None
