@@ -1,6 +1,8 @@
 """Evaluation of multi-turn repair: success after t turns with the public tests' feedback, with an empty message, and
-pass@t of independent samples at the same sample budget, paired over tasks with intervals; its table and figures.
-The episodes themselves are `codelib.repair`'s.
+pass@t of independent samples at the same sample budget, paired over tasks with intervals (`evaluate_repair`), for
+every checkpoint of the repair stage's `eval_checkpoints`, cached per checkpoint (`evaluate`). `cfg` is the repair
+stage's Config (`codelib.trainers.repair.Config`). The episodes are `codelib.repair`'s, the report
+`codelib.repair_report`'s.
 """
 
 from __future__ import annotations
@@ -9,11 +11,14 @@ import json
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from codelib.eval_sampling import EVAL_SAMPLING
+from codelib.paths import run_dir
 from codelib.repair import MODES, run_episodes
+from codelib.repair_report import PROBE, write_report
 from codelib.stats import bootstrap_ci, paired_difference, pass_at_k
-from codelib.tasks import Task
+from codelib.tasks import Task, load_tasks
 
 
 def evaluate_repair(model, tokenizer, tasks: list[Task], cfg, out: Path | None = None) -> dict:
@@ -73,66 +78,49 @@ def evaluate_repair(model, tokenizer, tasks: list[Task], cfg, out: Path | None =
     return summary
 
 
-def summary_markdown(summaries: dict[str, dict]) -> str:
-    """A markdown report of one or more evaluated checkpoints (name -> summary)."""
-
-    def pct(x):
-        return f"{100 * x:.1f}"
-
-    lines = []
-    for name, s in summaries.items():
-        lines += [f"## {name}", "",
-                  f"{s['tasks']} held-out tasks; {s['episodes_per_task']} episodes per task and arm, up to "
-                  f"{s['turns']} turns; {s['independent_per_task']} independent samples per task; T={s['temperature']},"
-                  f" seed {s['seed']}; public tests: rule {s['public_rule']!r}. Mean turns used: feedback "
-                  f"{s['turns_used']['tests']:.2f}, empty {s['turns_used']['empty']:.2f}.", "",
-                  "| turn t | with feedback | empty feedback | independent pass@t |", "|---|---|---|---|"]  # fmt: skip
-        for t in range(s["turns"]):
-            cells = [f"{pct(s['arms'][a][t]['success'])} [{pct(s['arms'][a][t]['ci_low'])}, "
-                     f"{pct(s['arms'][a][t]['ci_high'])}]" for a in ("tests", "empty", "independent")]  # fmt: skip
-            lines.append(f"| {t + 1} | " + " | ".join(cells) + " |")
-        lines += ["", "Paired differences over tasks (points, 95% bootstrap interval):", "",
-                  "| comparison | turn | difference | interval |", "|---|---|---|---|"]  # fmt: skip
-        for c in s["comparisons"]:
-            lines.append(f"| {c['a']} − {c['b']} | {c['turn']} | {pct(c['diff'])} | [{pct(c['ci_low'])}, "
-                         f"{pct(c['ci_high'])}] |")  # fmt: skip
-        lines.append("")
-    return "\n".join(lines)
+def eval_dir(cfg, name: str, tasks: str = "") -> Path:
+    """Where a checkpoint's comparison is cached: repair_eval/<name>/ (the held-out split), repair_eval/probe/<name>/."""
+    return run_dir(cfg.profile, "repair_eval") / tasks / name
 
 
-def plot_success_by_turn(summaries: dict[str, dict]):
-    """Success by turn per arm (with intervals), one panel per evaluated checkpoint."""
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(summaries), figsize=(5 * len(summaries), 3.6), squeeze=False)
-    labels = {"tests": "repair, with feedback", "empty": "repair, empty feedback", "independent": "independent pass@t"}
-    for ax, (name, s) in zip(axes[0], summaries.items(), strict=True):
-        for arm, label in labels.items():
-            curve = s["arms"][arm]
-            t = [p["turn"] for p in curve]
-            ax.plot(t, [p["success"] for p in curve], marker="o", label=label)
-            ax.fill_between(t, [p["ci_low"] for p in curve], [p["ci_high"] for p in curve], alpha=0.15)
-        ax.set_xticks(t)
-        ax.set_xlabel("turns (= samples per task)")
-        ax.set_ylabel("success (all tests)")
-        ax.set_title(name)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+def eval_sets(cfg) -> dict[str, tuple[str, str, int]]:
+    """The task sets the comparison runs on: "" -> (dataset, eval_split, limit), and "probe" when probe_eval > 0."""
+    sets = {"": (cfg.dataset, cfg.eval_split, cfg.eval_limit)}
+    if cfg.probe_eval:
+        sets[PROBE] = ("synthetic", "probe", cfg.probe_eval)
+    return sets
 
 
-def plot_differences(summaries: dict[str, dict]):
-    """The paired differences at every turn > 1: feedback - empty, feedback - independent, with intervals."""
-    import matplotlib.pyplot as plt
+def evaluate(cfg, force: bool = False) -> dict[str, dict]:
+    """The three-way comparison for every checkpoint of `eval_checkpoints` (cached in checkpoints/<profile>/
+    repair_eval/<name>/ unless `force`), and on the held-out probe tasks when `probe_eval` (repair_eval/probe/<name>/);
+    writes reports/<profile>/repair/summary.md and figures/. Returns {name: summary} of the held-out split (the
+    probe's are in its cache directories and the report)."""
+    from codelib.evaluator import checkpoint_source
+    from codelib.models import load_policy
 
-    fig, ax = plt.subplots(figsize=(7, 3.6))
-    rows = [(name, c) for name, s in summaries.items() for c in s["comparisons"] if c["turn"] > 1]
-    y = np.arange(len(rows))
-    diffs = np.array([c["diff"] for _, c in rows])
-    err = np.array([[c["diff"] - c["ci_low"] for _, c in rows], [c["ci_high"] - c["diff"] for _, c in rows]])
-    ax.errorbar(diffs, y, xerr=err, fmt="o", capsize=3)
-    ax.axvline(0, color="grey", lw=1)
-    ax.set_yticks(y, [f"{name}: {c['a']} − {c['b']} (t={c['turn']})" for name, c in rows], fontsize=8)
-    ax.set_xlabel("paired difference in success (95% bootstrap interval)")
-    fig.tight_layout()
-    return fig
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    results: dict[str, dict] = {}
+    for which, (dataset, split, limit) in eval_sets(cfg).items():
+        tasks = load_tasks(dataset, split)[: limit or None]
+        summaries = results.setdefault(which, {})
+        for name, path in cfg.eval_checkpoints.items():
+            out = eval_dir(cfg, name, which)
+            source = checkpoint_source(path)  # params-file paths are the repo's, whatever the cwd (a notebook's)
+            settings = {"checkpoint": source, "tasks": len(tasks),
+                        "dataset": dataset, "eval_split": split,
+                        **{k: getattr(cfg, k) for k in ("turns", "eval_samples", "eval_independent",
+                           "eval_temperature", "eval_seed", "max_new_tokens", "public_rule", "split_seed",
+                           "feedback_chars", "bootstrap_iters")}}  # fmt: skip
+            done = out / "summary.json"
+            if not force and done.exists() and (out / "settings.json").exists():
+                if json.loads((out / "settings.json").read_text()) == settings:
+                    summaries[name] = json.loads(done.read_text())
+                    continue
+            model, tokenizer = load_policy(source)
+            summaries[name] = evaluate_repair(model, tokenizer, tasks, cfg, out)
+            (out / "settings.json").write_text(json.dumps(settings, indent=1))
+            del model
+    write_report(cfg, results[""], results.get(PROBE))
+    return results[""]

@@ -8,7 +8,7 @@ import random
 import pytest
 import torch
 
-from codelib import repair, synthetic
+from codelib import repair, repair_data, synthetic
 from codelib.logprobs import make_batch
 from codelib.params import read_jsonl
 from codelib.sandbox import Verdict
@@ -53,7 +53,7 @@ def test_feedback_never_shows_a_hidden_test():
     rng = random.Random(0)
     tasks, attempts = [], []
     for task in TRAIN[:40]:
-        wrong = repair._mutations(task.canonical_solution, rng)
+        wrong = repair_data._mutations(task.canonical_solution, rng)
         for text in (wrong[0] if wrong else "    return None\n", "    return None\n", "    return 1 / 0\n"):
             tasks.append(task)
             attempts.append(text)
@@ -141,7 +141,7 @@ def test_rloo_advantages_and_episode_loss_by_hand():
 def test_repair_examples_teach_the_format():
     """prompt, a wrong attempt, its feedback, the prompt again; the solution is the canonical one."""
     by_id = {t.task_id: t for t in TRAIN}
-    ex = repair.repair_examples(TRAIN, 50, seed=0, empty_share=0.0)
+    ex = repair_data.repair_examples(TRAIN, 50, seed=0, empty_share=0.0)
     assert len(ex) == 50
     for t in ex:
         orig = by_id[t.task_id.removesuffix("/repair")]
@@ -149,10 +149,10 @@ def test_repair_examples_teach_the_format():
         assert t.prompt.startswith(orig.prompt) and t.prompt.endswith("\n" + orig.prompt)
         wrong, _, rest = t.prompt[len(orig.prompt) :].partition("# feedback: ")
         assert wrong and wrong != orig.canonical_solution and rest.count("\n") == 1 + orig.prompt.count("\n")
-    empty = repair.repair_examples(TRAIN, 50, seed=0, empty_share=1.0)
+    empty = repair_data.repair_examples(TRAIN, 50, seed=0, empty_share=1.0)
     assert all("# feedback:\n" in t.prompt for t in empty)
-    assert repair.repair_examples(TRAIN, 20, seed=0) == repair.repair_examples(TRAIN, 20, seed=0)  # seeded
-    assert len(repair.sft_tasks(TRAIN, 30, seed=0)) == len(TRAIN) + 30
+    assert repair_data.repair_examples(TRAIN, 20, seed=0) == repair_data.repair_examples(TRAIN, 20, seed=0)  # seeded
+    assert len(repair_data.sft_tasks(TRAIN, 30, seed=0)) == len(TRAIN) + 30
 
 
 def test_config_errors_say_what_to_fix():
@@ -213,7 +213,7 @@ def test_probe_repair_examples_carry_the_answer_in_the_feedback_only():
     fix only through the feedback, which quotes a public test (never a hidden one)."""
     probe = synthetic.generate_probe(n=40, held_out=False)
     by_id = {t.task_id: t for t in probe}
-    ex = repair.repair_examples(probe, 40, seed=0, empty_share=0.0)
+    ex = repair_data.repair_examples(probe, 40, seed=0, empty_share=0.0)
     assert len(ex) == 40
     for t in ex:
         orig = by_id[t.task_id.removesuffix("/repair")]
@@ -226,13 +226,13 @@ def test_probe_repair_examples_carry_the_answer_in_the_feedback_only():
         shown = feedback.removesuffix(f" failed, got {guess}").replace(f"{orig.entry_point}(", "candidate(")
         assert shown in repair.hidden_sources(orig, flip(split))  # a public test...
         assert shown not in repair.hidden_sources(orig, split)  # ...and no hidden one
-    mixed = repair.sft_tasks(TRAIN, 30, seed=0, probe=probe[:10])
+    mixed = repair_data.sft_tasks(TRAIN, 30, seed=0, probe=probe[:10])
     assert len(mixed) == len(TRAIN) + 30 + 2 * 10
     assert sum(t.task_id.endswith("/repair") and "/probe_train/" in t.task_id for t in mixed) == 10
     # without probe tasks the mix is what it was before the probe existed
-    old = list(TRAIN) + repair.repair_examples(TRAIN, 30, seed=0)
+    old = list(TRAIN) + repair_data.repair_examples(TRAIN, 30, seed=0)
     random.Random(0).shuffle(old)
-    assert repair.sft_tasks(TRAIN, 30, seed=0) == old
+    assert repair_data.sft_tasks(TRAIN, 30, seed=0) == old
 
 
 @pytest.mark.slow
@@ -279,3 +279,16 @@ def test_the_stage_notebook_trains_evaluates_and_shows_every_turn(tiny_sft, tmp_
     assert read_jsonl(cfg.run_dir / "metrics.jsonl")[0]["step"] == 1  # the RL cell ran
     assert (trainer.eval_dir(cfg, "repair", trainer.PROBE) / "summary.json").exists()
     assert "# Probe" in (tmp_path / "reports" / "test" / "repair" / "summary.md").read_text()
+
+
+def test_repair_modules_apart_and_old_names_answer():
+    """Episodes, SFT examples, evaluation, report and trainer are five modules of at most 400 lines; the names the
+    notebook and older callers use still import from the trainer."""
+    from codelib import repair_eval, repair_report
+    from codelib.paths import REPO_ROOT
+
+    for name in ("repair", "repair_data", "repair_eval", "repair_report", "trainers/repair"):
+        lines = len((REPO_ROOT / "codelib" / f"{name}.py").read_text().splitlines())
+        assert lines <= 400, f"codelib/{name}.py has {lines} lines"
+    assert trainer.evaluate is repair_eval.evaluate and trainer.eval_dir is repair_eval.eval_dir
+    assert trainer.write_report is repair_report.write_report and trainer.PROBE == repair_report.PROBE

@@ -9,8 +9,9 @@ episodes (RLOO, Kool et al. 2019): A_i = r_i - mean_{j != i} r_j. The loss is -A
 policy's own tokens in the episode (every attempt; the prompt, earlier attempts as context and the feedback are
 masked), summed over tokens and averaged over episodes. Only the LoRA parameters train.
 
-The stage also holds what it needs around the RL run (`train_sft`: SFT with repair examples mixed in, so the policy
-knows the format; `evaluate`: the three-way comparison of `codelib.repair_eval.evaluate_repair` for each checkpoint).
+Before the RL run, `train_sft`: SFT with repair examples mixed in (`codelib.repair_data`), so the policy knows the
+format. After it, `evaluate` (`codelib.repair_eval`, importable from here): the three-way comparison for each
+checkpoint, written up by `codelib.repair_report`.
 
     python -m codelib.trainers.repair params/tiny/09_repair.yaml
 """
@@ -24,10 +25,12 @@ from pathlib import Path
 
 import torch
 
-from codelib import metrics, repair, repair_eval, rollout
+from codelib import metrics, repair, repair_data, rollout
 from codelib.eval_sampling import EVAL_SAMPLING
 from codelib.logprobs import kl_to_start, make_batch, reference_logprobs, token_logprobs
-from codelib.params import load_config, main_config, reports_root, run_dir
+from codelib.params import load_config, main_config
+from codelib.repair_eval import PROBE, eval_dir, eval_sets, evaluate  # noqa: F401  (the stage's evaluation, old home)
+from codelib.repair_report import write_report  # noqa: F401  (old home)
 from codelib.tasks import load_tasks, tasks_to_rows
 from codelib.trainers.common import OnlineRun, SamplingConfig
 
@@ -191,7 +194,7 @@ def train(cfg: Config) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# around the RL run: SFT with repair examples, and the evaluation
+# before the RL run: SFT with repair examples
 
 
 def sft_config(cfg: Config):
@@ -215,99 +218,10 @@ def train_sft(cfg: Config) -> Path | None:
     train_tasks = load_tasks(scfg.dataset, scfg.split)[: scfg.limit or None]
     # probe tasks: the answer only in the tests, so a second turn can solve them only by reading the feedback
     probe = load_tasks("synthetic", "probe_train")[: cfg.probe_examples] if cfg.probe_examples else []
-    mixed = repair.sft_tasks(train_tasks, cfg.repair_examples, seed=scfg.seed, probe=probe,
+    mixed = repair_data.sft_tasks(train_tasks, cfg.repair_examples, seed=scfg.seed, probe=probe,
                              public_rule=cfg.public_rule, split_seed=cfg.split_seed,
                              empty_share=cfg.repair_empty_share, feedback_chars=cfg.feedback_chars)  # fmt: skip
     return sft.train(scfg, tasks=mixed)
-
-
-PROBE = "probe"  # the probe's task set: its eval summaries under repair_eval/probe/, its report section and figures
-
-
-def eval_dir(cfg: Config, name: str, tasks: str = "") -> Path:
-    """Where a checkpoint's comparison is cached: repair_eval/<name>/ (the held-out split), repair_eval/probe/<name>/."""
-    return run_dir(cfg.profile, "repair_eval") / tasks / name
-
-
-def eval_sets(cfg: Config) -> dict[str, tuple[str, str, int]]:
-    """The task sets the comparison runs on: "" -> (dataset, eval_split, limit), and "probe" when probe_eval > 0."""
-    sets = {"": (cfg.dataset, cfg.eval_split, cfg.eval_limit)}
-    if cfg.probe_eval:
-        sets[PROBE] = ("synthetic", "probe", cfg.probe_eval)
-    return sets
-
-
-def evaluate(cfg: Config, force: bool = False) -> dict[str, dict]:
-    """The three-way comparison for every checkpoint of `eval_checkpoints` (cached in checkpoints/<profile>/
-    repair_eval/<name>/ unless `force`), and on the held-out probe tasks when `probe_eval` (repair_eval/probe/<name>/);
-    writes reports/<profile>/repair/summary.md and figures/. Returns {name: summary} of the held-out split (the
-    probe's are in its cache directories and the report)."""
-    from codelib.evaluator import checkpoint_source
-    from codelib.models import load_policy
-
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    results: dict[str, dict] = {}
-    for which, (dataset, split, limit) in eval_sets(cfg).items():
-        tasks = load_tasks(dataset, split)[: limit or None]
-        summaries = results.setdefault(which, {})
-        for name, path in cfg.eval_checkpoints.items():
-            out = eval_dir(cfg, name, which)
-            source = checkpoint_source(path)  # params-file paths are the repo's, whatever the cwd (a notebook's)
-            settings = {"checkpoint": source, "tasks": len(tasks),
-                        "dataset": dataset, "eval_split": split,
-                        **{k: getattr(cfg, k) for k in ("turns", "eval_samples", "eval_independent",
-                           "eval_temperature", "eval_seed", "max_new_tokens", "public_rule", "split_seed",
-                           "feedback_chars", "bootstrap_iters")}}  # fmt: skip
-            done = out / "summary.json"
-            if not force and done.exists() and (out / "settings.json").exists():
-                if json.loads((out / "settings.json").read_text()) == settings:
-                    summaries[name] = json.loads(done.read_text())
-                    continue
-            model, tokenizer = load_policy(source)
-            summaries[name] = repair_eval.evaluate_repair(model, tokenizer, tasks, cfg, out)
-            (out / "settings.json").write_text(json.dumps(settings, indent=1))
-            del model
-    write_report(cfg, results[""], results.get(PROBE))
-    return results[""]
-
-
-def write_report(cfg: Config, summaries: dict[str, dict], probe: dict[str, dict] | None = None) -> Path:
-    """reports/<profile>/repair/: summary.md, comparisons.csv, figures/success_by_turn.png and differences.png (and
-    the probe's section, rows and figures *_probe.png when it ran)."""
-    import pandas as pd
-
-    from codelib.reports import save_figures
-
-    rep = reports_root() / cfg.profile / "repair"
-    rep.mkdir(parents=True, exist_ok=True)
-    head = (f"# Multi-turn repair ({cfg.profile})\n\nWritten by `codelib.trainers.repair.evaluate`. Success = the "
-            "last attempt made by turn t passes every test (public and hidden); independent = unbiased pass@t of "
-            f"{cfg.eval_independent} independent first attempts per task (the same budget of t samples).\n\n")  # fmt: skip
-    text = (
-        head
-        + f"# Held-out tasks (`{cfg.dataset}` split `{cfg.eval_split}`)\n\n"
-        + repair_eval.summary_markdown(summaries)
-    )
-    if probe:
-        text += ("\n# Probe: the answer only in the tests (`synthetic` split `probe`)\n\nEach probe task returns a fixed "
-                 "number or two-letter word that its docstring does not name and its training side never used "
-                 "(`synthetic.probe_specs`): the prompt cannot determine the answer, a failing public test's feedback "
-                 "can. Turn-2 success above the empty-feedback arm is the model reading the feedback.\n\n"
-                 + repair_eval.summary_markdown(probe))  # fmt: skip
-    (rep / "summary.md").write_text(text)
-    rows = [{"task_set": which, "checkpoint": name, **c} for which, sums in (("held_out", summaries), (PROBE, probe or {}))
-            for name, s in sums.items() for c in s["comparisons"]]  # fmt: skip
-    pd.DataFrame(rows).to_csv(rep / "comparisons.csv", index=False)
-    figs = {
-        "success_by_turn": repair_eval.plot_success_by_turn(summaries),
-        "differences": repair_eval.plot_differences(summaries),
-    }
-    if probe:
-        figs["success_by_turn_probe"] = repair_eval.plot_success_by_turn(probe)
-        figs["differences_probe"] = repair_eval.plot_differences(probe)
-    save_figures(figs, rep / "figures", show=False)
-    return rep
 
 
 if __name__ == "__main__":
