@@ -180,7 +180,7 @@ def tidy_report(out_nb: Path, root: Path = REPO_ROOT) -> None:
             cell["metadata"].setdefault("jupyter", {})["source_hidden"] = True
         elif "config_from_namespace(" in src:
             cell["metadata"].setdefault("jupyter", {})["outputs_hidden"] = True
-    out_nb.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    out_nb.write_text(json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def run_stage(stage: str, params: dict, notebook: Path, out_nb: Path, kernel: str | None = None, log=None) -> None:
