@@ -176,3 +176,20 @@ def test_comparators_are_linear_in_long_outputs():
         stdout_equal(name, big + "2", big)
         stdout_equal(name, ("7 " * 200_000), ("7 " * 199_999) + "8")
     assert time.perf_counter() - start < 10
+
+
+def test_the_sandbox_judges_stdio_by_the_tasks_comparator():
+    """End to end: a stdio task without a comparator gets the default rule (exact integers), one naming a benchmark
+    gets that benchmark's rule."""
+    import json
+
+    from codelib import sandbox
+    from codelib.tasks import Task
+
+    def task(output: str, name: str = "") -> Task:
+        return Task("t/1", "p", json.dumps([{"input": "", "output": output}]), "", "", "stdio", compare=name)
+
+    tasks = [task("9999999968"), task("9999999968"), task("YES", "codecontests"), task("YES")]
+    programs = ["print(9999999967.0)", "print('09999999968')", "print('Yes')", "print('Yes')"]
+    verdicts = sandbox.check(tasks, programs, workers=2, timeout_s=10)
+    assert [v.passed for v in verdicts] == [False, True, True, False], [v.detail for v in verdicts]
