@@ -92,7 +92,7 @@ def test_overlay_extends_its_base_and_is_checked_as_strictly(tmp_path):
     from codelib.trainers import reinforce
 
     base = tmp_path / "base.yaml"
-    base.write_text((REPO_ROOT / "params" / "tiny" / "02_reinforce.yaml").read_text())
+    base.write_text(yaml.safe_dump(load_yaml(REPO_ROOT / "params" / "tiny" / "02_reinforce.yaml")))  # merged: no chain
     (tmp_path / "variants").mkdir()
     variant = tmp_path / "variants" / "v.yaml"
     variant.write_text("extends: ../base.yaml\nstage: v\nrewards: {pass: 1.0, length: {alpha: 0.03}}\n")
