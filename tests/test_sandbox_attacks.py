@@ -1935,6 +1935,8 @@ def test_unprivileged_isolation_names_what_is_missing(unprivileged):
     # main @ c527707 (throwaway uid): contained (`missing` names the uid)
     missing = unprivileged["isolation"].get("missing", {})
     assert isinstance(missing, dict)
+    assert "uid" in missing and missing["uid"].startswith("not root"), missing  # the shared uid is named, with why
+    assert all(isinstance(why, str) and why for why in missing.values()), missing  # each gap says what it costs
     assert unprivileged["signal"] == 0, "the throwaway user's process was killed"
 
 
@@ -2391,7 +2393,9 @@ def test_inherited_descriptors_are_only_its_own_stdio_and_channel(unprivileged):
         assert_not_passed(v[:2])
         for x, channel in zip(v, (1001, 1001, 1000), strict=True):
             seen = [line for line in x.stdout.splitlines() if line.startswith("FDS")]
-            assert seen and eval(seen[0][4:]) == [0, 1, 2, channel], x.stdout[:300]  # noqa: S307 - our own output
+            # its stdio, its mode's channel and the tamper channel (writing there only adds telemetry about itself)
+            want = [0, 1, 2, channel, 1002]
+            assert seen and eval(seen[0][4:]) == want, x.stdout[:300]  # noqa: S307 - our own output
         honest = b.map([sandbox.task_job(task, task.canonical_solution)])[0]
         assert honest.passed and honest.judge == "outside"  # the judge and the worker survived the forgeries
         assert_same_worker(b, before)
