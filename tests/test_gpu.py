@@ -1,11 +1,14 @@
-"""GPU-only checks (QLoRA, vLLM); skipped without CUDA. Run them on a GPU machine: pytest -m gpu."""
+"""GPU-only checks (QLoRA, vLLM, placement); skipped without CUDA. Run them on a GPU machine: pytest -m gpu
+(tools/gpu_run.py runs this file first). The CPU tests at the end check tools/gpu_run.py itself."""
 
 import pytest
 import torch
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
 
+@pytest.mark.gpu
+@gpu
 def test_qlora_sft_two_steps_on_4bit_base(ckpt_root, tiny_base):
     from safetensors.torch import load_file
 
@@ -16,8 +19,11 @@ def test_qlora_sft_two_steps_on_4bit_base(ckpt_root, tiny_base):
     run = sft.train(cfg)
     weights = load_file(str(run / "adapter_model.safetensors"))
     assert any("lora_B" in k and float(v.abs().sum()) > 0 for k, v in weights.items())
+    assert {v.dtype for v in weights.values()} == {torch.float32}  # TRL's bf16 cast undone (models.adapters_fp32)
 
 
+@pytest.mark.gpu
+@gpu
 def test_vllm_generation_matches_the_hf_interface(tiny_base):
     pytest.importorskip("vllm")
     from codelib.generation import generate
@@ -26,6 +32,8 @@ def test_vllm_generation_matches_the_hf_interface(tiny_base):
     assert len(out) == 1 and len(out[0]) == 2 and all(c.n_tokens <= 16 for c in out[0])
 
 
+@pytest.mark.gpu
+@gpu
 def test_vllm_serves_a_lora_adapter_without_merging(tiny_sft):
     pytest.importorskip("vllm")
     from codelib.generation import generate, vllm_plan
@@ -35,15 +43,112 @@ def test_vllm_serves_a_lora_adapter_without_merging(tiny_sft):
     assert [len(cs) for cs in out] == [2, 2, 2] and not (tiny_sft / "merged").exists()
 
 
+@pytest.mark.gpu
+@gpu
 def test_grpo_with_vllm_colocate_two_steps(tiny_sft):
     pytest.importorskip("vllm")
     import json
 
     from codelib.trainers import grpo
 
-    cfg = grpo.Config(profile="test", stage="grpo_vllm", init=str(tiny_sft), steps=2, prompts_per_step=4,
+    cfg = grpo.Config(profile="test", stage="grpo_vllm", backend="trl", init=str(tiny_sft), steps=2, prompts_per_step=4,
                       num_generations=4, max_new_tokens=24, report_to="none", limit=16, use_vllm=True,
                       vllm_mode="colocate", vllm_gpu_memory_utilization=0.2)  # fmt: skip
     run = grpo.train(cfg)
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2] and (run / "adapter_model.safetensors").exists()
+
+
+@pytest.mark.gpu
+@gpu
+def test_a_policy_for_inference_is_bf16_on_the_gpu_and_4bit_loads_on_this_rank(tiny_base):
+    from codelib.distributed import rank_device_map
+    from codelib.models import load_policy
+
+    model, tok = load_policy(tiny_base)
+    assert model.device.type == "cuda" and model.dtype == torch.bfloat16
+    ids = tok(["def f(x):\n"], return_tensors="pt")["input_ids"].to(model.device)
+    assert model(ids).logits.device.type == "cuda"
+    assert rank_device_map() == {"": 0}  # one process: local index 0
+    q, _ = load_policy(tiny_base, load_in_4bit=True)
+    assert q.is_loaded_in_4bit and next(q.parameters()).device.type == "cuda"
+
+
+@pytest.mark.gpu
+@gpu
+def test_trl_grpo_qlora_trains_fp32_adapters(tiny_sft):
+    from safetensors.torch import load_file
+
+    from codelib.trainers import grpo
+
+    cfg = grpo.Config(profile="test", stage="grpo_qlora_trl", backend="trl", init=str(tiny_sft), steps=2,
+                      prompts_per_step=2, num_generations=4, max_new_tokens=16, report_to="none", limit=8,
+                      load_in_4bit=True, learning_rate=1e-3)  # fmt: skip
+    weights = load_file(str(grpo.train(cfg) / "adapter_model.safetensors"))
+    assert {v.dtype for v in weights.values()} == {torch.float32}
+
+
+@pytest.mark.gpu
+@gpu
+def test_vllm_starts_beside_a_loaded_model(tiny_base):
+    pytest.importorskip("vllm")
+    from codelib.models import load_policy
+    from codelib.vllm_backend import load_vllm
+
+    hf, _ = load_policy(tiny_base)  # holds GPU memory: vLLM's default 0.92 share would refuse to start
+    llm, _ = load_vllm(str(tiny_base))
+    assert llm is not None and hf is not None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# tools/gpu_run.py, on any machine
+
+
+def _gpu_run():
+    import importlib.util
+
+    from codelib.params import REPO_ROOT
+
+    spec = importlib.util.spec_from_file_location("gpu_run", REPO_ROOT / "tools" / "gpu_run.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_gpu_run_downloads_cpython_312_manylinux_wheels_of_the_pins():
+    import re
+
+    from codelib.params import REPO_ROOT
+
+    g = _gpu_run()
+    cmd = g.download_command(REPO_ROOT / ".whl")
+    assert cmd[cmd.index("--python-version") + 1] == "3.12" and "--no-deps" in cmd and "--only-binary=:all:" in cmd
+    assert all(p.startswith("manylinux") and p.endswith("x86_64") for p in cmd[cmd.index("--platform") + 1 :: 2][:6])
+    pins = dict(line.split("#")[0].strip().split("==") for line in (REPO_ROOT / "requirements.txt").read_text().splitlines()
+                if re.match(r"^[A-Za-z]", line))  # fmt: skip
+    for pin in g.WHEELS:  # the project's pins, where the project pins them
+        name, version = pin.split("==")
+        assert pins.get(name, version) == version, pin
+
+
+def test_gpu_run_installs_exactly_the_missing_or_other_version_pins(tmp_path, monkeypatch):
+    import importlib.metadata
+
+    g = _gpu_run()
+    for pin in g.WHEELS:
+        name, version = pin.split("==")
+        (tmp_path / f"{name}-{version}-py3-none-any.whl").write_bytes(b"")
+    installed = {"peft": "0.21.2", "dill": "0.3.8"}  # peft at the pin, dill at another version, the rest absent
+
+    def version(name):
+        if name in installed:
+            return installed[name]
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    todo, status = g.needed(tmp_path)
+    assert sorted(w.name.split("-")[0] for w in todo) == ["bitsandbytes", "datasets", "dill", "multiprocess", "trl"]
+    assert status["dill"] == ("0.3.8", "0.4.1") and status["trl"] == (None, "1.16.0")
+    (tmp_path / "trl-1.16.0-py3-none-any.whl").unlink()
+    with pytest.raises(SystemExit, match="trl==1.16.0 is missing"):
+        g.needed(tmp_path)
