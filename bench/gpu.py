@@ -167,7 +167,7 @@ def run_trainer(name: str, model_dir: Path, quant: str, a, tasks, prompt_tokens:
         seqs = max(1, b // 4) * 4
     else:
         run = grpo.train(grpo.Config(**common, **rl, prompts_per_step=max(1, b // 4), num_generations=4, beta=0.0))
-        passes = dict(gen=1, fwd=0, train=1)  # TRL: beta 0 and one iteration need no reference or old-policy pass
+        passes = dict(gen=1, fwd=0, train=1)  # beta 0, one update per rollout: no reference or old-policy pass
         seqs = max(1, b // 4) * 4
     rows = read_jsonl(run / "metrics.jsonl")
     completion = statistics.mean(r["completion_len"] for r in rows if r.get("completion_len") is not None)
