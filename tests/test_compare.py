@@ -63,8 +63,11 @@ CODECONTESTS_STDOUT = [
 # the default rule (bundled datasets and synthetic tasks)
 DEFAULT_STDOUT = [
     ("9999999968", "9999999968", True),
-    ("9999999967.0", "9999999968", False),  # an expected integer compares as an integer
-    ("9999999968.0", "9999999968", False),
+    ("9999999967.0", "9999999968", False),  # an expected integer compares as an integer: exactly
+    ("9999999968.0", "9999999968", True),  # the same integer written as a float (CodeContests 262_D prints 20.0)
+    ("1.0000000000", "1", True),
+    ("7.000001", "7", False),  # no tolerance for an expected integer
+    ("1e999999999999999999999", "1", False),  # beyond Decimal's range: not that integer
     ("007", "7", True),
     ("-0", "0", True),
     ("+7", "7", True),

@@ -4,8 +4,8 @@ A pass@1 on LiveCodeBench, TACO or CodeContests means something only when it is 
 would give, so each benchmark's rule is written down here once (docs/datasets.md has the table and the references):
 
 - "default": the sandbox's own rule for bundled datasets and synthetic tasks: whitespace-separated tokens; an
-  expected integer compares as an integer (exactly), an expected float within 1e-6 (absolute or relative), anything
-  else as text; inf and nan never match a number.
+  expected integer compares as an integer (exactly: '20.0' is 20, '9999999967.0' is not 9999999968), an expected
+  float within 1e-6 (absolute or relative), anything else as text; inf and nan never match a number.
 - "lcb": lcb_runner's `grade_stdio` (stripped lines, same line count, each line equal as text or as a list of
   `Decimal`s) and `grade_call_based` (a returned tuple becomes a list, then `==`).
 - "taco": TACO's `metrics/testing_util.py`: its chain of lenient stdout checks, and for calls its argument and
@@ -53,11 +53,20 @@ def _int_text(token: str) -> str:
     return "-" + digits if sign and digits != "0" else digits
 
 
+def _exact(token: str) -> Decimal | None:
+    try:
+        return Decimal(token)
+    except ArithmeticError:  # an exponent beyond Decimal's range
+        return None
+
+
 def _default_token(got: str, want: str) -> bool:
     if got == want:
         return True
-    if _INT.fullmatch(want):  # an expected integer: only an integer of the same value
-        return _INT.fullmatch(got) is not None and _int_text(got) == _int_text(want)
+    if _INT.fullmatch(want):  # an expected integer: only a number of exactly that value ('20.0' is 20, no tolerance)
+        if _INT.fullmatch(got):
+            return _int_text(got) == _int_text(want)
+        return _FLOAT.fullmatch(got) is not None and _exact(got) == _exact(want)
     if _FLOAT.fullmatch(want) and _FLOAT.fullmatch(got):
         a, b = float(got), float(want)
         if math.isfinite(a) and math.isfinite(b):
@@ -67,8 +76,9 @@ def _default_token(got: str, want: str) -> bool:
 
 def default_stdout(got: str, want: str) -> tuple[bool, str]:
     """The sandbox's default stdout rule: tokens (so spacing and line ends do not matter) compared one by one; an
-    expected integer token must be an integer token of the same value ('007' and '+7' are 7; '7.0' is not), an
-    expected float token any number within 1e-6 absolute or relative, any other token the same text."""
+    expected integer token must be a number of exactly that value ('007', '+7' and '7.0' are 7; '7.000001' and
+    '9999999967.0' for 9999999968 are not), an expected float token any number within 1e-6 absolute or relative,
+    any other token the same text; inf and nan never match a number."""
     g, w = got.split(), want.split()
     for k, (a, b) in enumerate(zip(g, w, strict=False)):
         if not _default_token(a, b):
