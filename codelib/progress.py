@@ -125,3 +125,46 @@ def compact(row: dict, keys=COMPACT) -> str:
         if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v:
             parts.append(f"{label} {100 * v:.0f}%" if percent else f"{label} {v:.3g}")
     return " · ".join(parts)
+
+
+# the keys a TRL trainer's log rows carry that a compact line shows
+TRAINER_KEYS = (("loss", "loss", False), ("mean_token_accuracy", "acc", True), ("rewards/margins", "margin", False),
+                ("rewards/accuracies", "pairs right", True), ("reward", "reward", False), ("kl", "kl", False))  # fmt: skip
+
+
+def trainer_progress(desc: str):
+    """A transformers TrainerCallback that shows a Trainer's steps with `steps` (and its last log as the postfix)."""
+    from transformers import TrainerCallback
+
+    class Progress(TrainerCallback):
+        bar = None
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            if state.is_world_process_zero:
+                self.bar = steps(total=state.max_steps, initial=state.global_step, desc=desc)
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if self.bar is not None:
+                self.bar.update(state.global_step - self.bar.n)
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if self.bar is not None and logs:
+                self.bar.set_postfix_str(compact(logs, TRAINER_KEYS), refresh=False)
+
+        def on_train_end(self, args, state, control, **kwargs):
+            if self.bar is not None:
+                self.bar.close()
+                self.bar = None
+
+    return Progress()
+
+
+def use_progress(trainer, desc: str):
+    """Replace a transformers Trainer's own progress display (a notebook widget, or a dict printed per log when its
+    bar is disabled) with `trainer_progress`: a widget in JupyterLab, one line per interval headless. Returns it."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    trainer.remove_callback(ProgressCallback)
+    trainer.remove_callback(PrinterCallback)
+    trainer.add_callback(trainer_progress(desc))
+    return trainer
