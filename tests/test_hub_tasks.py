@@ -588,3 +588,26 @@ def test_task_limits_reach_the_sandbox_job():
     assert (job.timeout_s, job.memory_mb) == (10.0, 2048)
     plain = sandbox.task_job(Task("cc/2", "p", task.tests, "", "print(1)", "stdio"), "print(1)")
     assert (plain.timeout_s, plain.memory_mb) == (None, None)  # the pool's own limits
+
+
+def test_evalplus_hub_tasks_judge_canonical_right_and_wrong_wrong(hub):
+    """The hub copies run their rows' own test program (EvalPlus's `assertion` over every input): the canonical
+    solutions pass and wrong ones fail, as running that program does."""
+    tasks = {t.task_id: t for t in load_tasks("humaneval_plus", "all", source="hub") + load_tasks("mbpp_plus", "all",
+                                                                                                  source="hub")}  # fmt: skip
+    cases = [
+        ("HumanEval/0", "canonical", True),
+        ("HumanEval/0", "    return True\n", False),
+        ("HumanEval/2", "canonical", True),  # floats: allclose within 1e-6
+        ("HumanEval/2", "    return round(number % 1.0, 3)\n", False),
+        ("Mbpp/2", "canonical", True),
+        # the row's test compares in order; EvalPlus's own set oracle (the bundled copy, plus=True) accepts this one
+        ("Mbpp/2", "def similar_elements(a, b):\n    return tuple(sorted(set(a) & set(b), reverse=True))\n", False),
+        ("Mbpp/3", "canonical", True),
+        ("Mbpp/3", "def is_not_prime(n):\n    return n % 2 == 0\n", False),
+    ]
+    programs = [tasks[tid].canonical_solution if p == "canonical" else p for tid, p, _ in cases]
+    verdicts = sandbox.check([tasks[tid] for tid, *_ in cases], programs, workers=2, timeout_s=20)
+    assert [(tid, v.passed) for (tid, _, _), v in zip(cases, verdicts, strict=True)] == [
+        (tid, ref) for tid, _, ref in cases
+    ], [v.detail for v in verdicts]
