@@ -200,6 +200,38 @@ class _LengthPenalty:
         return (np.float32(-self.alpha) * counts / np.float32(100)).tolist()
 
 
+class _OverlongPenalty(_LengthPenalty):
+    """DAPO's soft overlong punishment: 0 up to max_tokens - cache tokens, then falling linearly to -1 at max_tokens,
+    -1 beyond (Yu et al. 2025, eq. 13)."""
+
+    def __init__(self, max_tokens: int, cache: int, tokenizer=None):
+        if not 0 < cache <= max_tokens:
+            raise ValueError(f"overlong needs 0 < cache <= max_tokens; you gave cache={cache}, max_tokens={max_tokens}")
+        super().__init__(1.0, tokenizer)
+        self.max_tokens, self.cache = int(max_tokens), int(cache)
+        self.__name__ = "overlong_penalty"
+
+    def __call__(self, completions, completion_ids=None, tokens=None, **columns) -> list[float | None]:
+        ids = tokens if tokens is not None else completion_ids
+        ids = ids if ids is not None else [None] * len(completions)
+        start = self.max_tokens - self.cache
+        out = []
+        for c, i in zip(completions, ids, strict=True):
+            n = self.count(message_text(c), i)
+            out.append(0.0 if n <= start else -1.0 if n > self.max_tokens else (start - n) / self.cache)
+        return out
+
+
+def overlong_penalty(max_tokens: int = 48, cache: int = 12, tokenizer=None) -> _OverlongPenalty:
+    """DAPO's soft overlong penalty: 0 for completions of at most max_tokens - cache tokens, linearly down to -1 at
+    max_tokens (set it to the generation budget, max_new_tokens), -1 past it.
+
+    >>> overlong_penalty(max_tokens=4, cache=2)([""], tokens=[3])
+    [-0.5]
+    """
+    return _OverlongPenalty(max_tokens, cache, tokenizer)
+
+
 def length_penalty(alpha: float = 0.01, tokenizer=None) -> _LengthPenalty:
     """A reward of -alpha * tokens / 100 per completion.
 
@@ -336,6 +368,7 @@ REWARDS = {
     "pass": lambda plus=False: _PassReward(plus) if plus else pass_reward,
     "test_fraction": lambda plus=False: _TestFractionReward(plus) if plus else test_fraction_reward,
     "length": length_penalty,
+    "overlong": overlong_penalty,
     "compile": lambda: compile_reward,
     "format": lambda: format_reward,
     "quality": lambda: quality_reward,
