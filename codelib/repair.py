@@ -223,14 +223,34 @@ class Episode:
 
     def to_row(self, **extra) -> dict:
         """A JSON row with every turn: context, attempt, both verdicts and the feedback shown."""
-        turns = [{"turn": i + 1, "prompt": t.prompt, "completion": t.completion, "tokens": len(t.ids),
-                  "public": {"status": t.public.status, "passed": t.public.passed, "detail": t.public.detail},
-                  "full": {"status": t.full.status, "passed": t.full.passed, "detail": t.full.detail,
-                           "tests_passed": t.full.tests_passed, "tests_total": t.full.tests_total},
-                  "feedback": t.feedback} for i, t in enumerate(self.turns)]  # fmt: skip
-        return {**extra, "task_id": self.task.task_id, "mode": self.mode, "public_tests": list(self.split.public),
-                "hidden_tests": list(self.split.hidden), "turns_used": len(self.turns), "passed": self.passed,
-                "turns": turns}  # fmt: skip
+        turns = [
+            {
+                "turn": i + 1,
+                "prompt": t.prompt,
+                "completion": t.completion,
+                "tokens": len(t.ids),
+                "public": {"status": t.public.status, "passed": t.public.passed, "detail": t.public.detail},
+                "full": {
+                    "status": t.full.status,
+                    "passed": t.full.passed,
+                    "detail": t.full.detail,
+                    "tests_passed": t.full.tests_passed,
+                    "tests_total": t.full.tests_total,
+                },
+                "feedback": t.feedback,
+            }
+            for i, t in enumerate(self.turns)
+        ]
+        return {
+            **extra,
+            "task_id": self.task.task_id,
+            "mode": self.mode,
+            "public_tests": list(self.split.public),
+            "hidden_tests": list(self.split.hidden),
+            "turns_used": len(self.turns),
+            "passed": self.passed,
+            "turns": turns,
+        }
 
 
 def judge_attempts(episodes: list[Episode], texts: list[str], workers: int | None, timeout_s: float):
@@ -272,9 +292,20 @@ def run_episodes(
             break
         prompts = [turn_prompt(e.task, [(t.completion, t.feedback) for t in e.turns]) for e in active]
         t0 = time.time()
-        groups = generate(model, tokenizer, prompts, n=1, temperature=temperature, top_p=top_p,
-                          max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed + 7919 * turn,
-                          stop=stops_for(tasks[0]), progress=False, backend=backend)  # fmt: skip
+        groups = generate(
+            model,
+            tokenizer,
+            prompts,
+            n=1,
+            temperature=temperature,
+            top_p=top_p,
+            max_new_tokens=max_new_tokens,
+            batch_size=batch_size,
+            seed=seed + 7919 * turn,
+            stop=stops_for(tasks[0]),
+            progress=False,
+            backend=backend,
+        )
         t1 = time.time()
         texts = [g[0].text for g in groups]
         public, full = judge_attempts(active, texts, workers, timeout_s)

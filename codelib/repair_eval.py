@@ -30,9 +30,17 @@ def evaluate_repair(model, tokenizer, tasks: list[Task], cfg, out: Path | None =
     turn t passes all tests) and pass@t of independent samples (unbiased estimator); paired differences over tasks.
     Writes out/episodes.jsonl (every turn of every episode) and out/summary.json when `out` is given."""
     T, n, m = cfg.turns, cfg.eval_samples, max(cfg.eval_independent, cfg.turns)
-    common = dict(public_rule=cfg.public_rule, split_seed=cfg.split_seed, temperature=cfg.eval_temperature,
-                  top_p=EVAL_SAMPLING.top_p, max_new_tokens=cfg.max_new_tokens, seed=cfg.eval_seed, workers=cfg.workers,
-                  timeout_s=cfg.timeout_s, feedback_chars=cfg.feedback_chars)  # fmt: skip
+    common = dict(
+        public_rule=cfg.public_rule,
+        split_seed=cfg.split_seed,
+        temperature=cfg.eval_temperature,
+        top_p=EVAL_SAMPLING.top_p,
+        max_new_tokens=cfg.max_new_tokens,
+        seed=cfg.eval_seed,
+        workers=cfg.workers,
+        timeout_s=cfg.timeout_s,
+        feedback_chars=cfg.feedback_chars,
+    )
     arms = {}
     for mode in MODES:
         arms[mode], _ = run_episodes(model, tokenizer, tasks, n, T, mode=mode, **common)
@@ -63,11 +71,19 @@ def evaluate_repair(model, tokenizer, tasks: list[Task], cfg, out: Path | None =
         for t in range(T):
             d = paired_difference([r[a][t] for r in per_task], [r[b][t] for r in per_task], iters=iters, seed=0)
             comparisons.append({"a": a, "b": b, "turn": t + 1, **d})
-    summary = {"tasks": len(tasks), "turns": T, "episodes_per_task": n, "independent_per_task": m,
-               "temperature": cfg.eval_temperature, "seed": cfg.eval_seed, "public_rule": cfg.public_rule,
-               "arms": arms_out, "comparisons": comparisons,
-               "turns_used": {mode: float(np.mean([r[f"{mode}_turns_used"] for r in per_task])) for mode in MODES},
-               "per_task": per_task}  # fmt: skip
+    summary = {
+        "tasks": len(tasks),
+        "turns": T,
+        "episodes_per_task": n,
+        "independent_per_task": m,
+        "temperature": cfg.eval_temperature,
+        "seed": cfg.eval_seed,
+        "public_rule": cfg.public_rule,
+        "arms": arms_out,
+        "comparisons": comparisons,
+        "turns_used": {mode: float(np.mean([r[f"{mode}_turns_used"] for r in per_task])) for mode in MODES},
+        "per_task": per_task,
+    }
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         with open(out / "episodes.jsonl", "w") as f:
@@ -78,8 +94,15 @@ def evaluate_repair(model, tokenizer, tasks: list[Task], cfg, out: Path | None =
     return summary
 
 
+# what a cached comparison must have been run with to be reused (beside the checkpoint and its task set)
+CACHE_KEYS = (
+    "turns eval_samples eval_independent eval_temperature eval_seed max_new_tokens public_rule split_seed "
+    "feedback_chars bootstrap_iters"
+).split()
+
+
 def eval_dir(cfg, name: str, tasks: str = "") -> Path:
-    """Where a checkpoint's comparison is cached: repair_eval/<name>/ (the held-out split), repair_eval/probe/<name>/."""
+    """Where a checkpoint's comparison is cached: repair_eval/<name>/ (held-out split), repair_eval/probe/<name>/."""
     return run_dir(cfg.profile, "repair_eval") / tasks / name
 
 
@@ -108,11 +131,8 @@ def evaluate(cfg, force: bool = False) -> dict[str, dict]:
         for name, path in cfg.eval_checkpoints.items():
             out = eval_dir(cfg, name, which)
             source = checkpoint_source(path)  # params-file paths are the repo's, whatever the cwd (a notebook's)
-            settings = {"checkpoint": source, "tasks": len(tasks),
-                        "dataset": dataset, "eval_split": split,
-                        **{k: getattr(cfg, k) for k in ("turns", "eval_samples", "eval_independent",
-                           "eval_temperature", "eval_seed", "max_new_tokens", "public_rule", "split_seed",
-                           "feedback_chars", "bootstrap_iters")}}  # fmt: skip
+            settings = {"checkpoint": source, "tasks": len(tasks), "dataset": dataset, "eval_split": split}
+            settings |= {k: getattr(cfg, k) for k in CACHE_KEYS}
             done = out / "summary.json"
             if not force and done.exists() and (out / "settings.json").exists():
                 if json.loads((out / "settings.json").read_text()) == settings:

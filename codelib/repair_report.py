@@ -22,27 +22,40 @@ def summary_markdown(summaries: dict[str, dict]) -> str:
 
     lines = []
     for name, s in summaries.items():
-        lines += [f"## {name}", "",
-                  f"{s['tasks']} held-out tasks; {s['episodes_per_task']} episodes per task and arm, up to "
-                  f"{s['turns']} turns; {s['independent_per_task']} independent samples per task; T={s['temperature']},"
-                  f" seed {s['seed']}; public tests: rule {s['public_rule']!r}. Mean turns used: feedback "
-                  f"{s['turns_used']['tests']:.2f}, empty {s['turns_used']['empty']:.2f}.", "",
-                  "| turn t | with feedback | empty feedback | independent pass@t |", "|---|---|---|---|"]  # fmt: skip
+        lines += [
+            f"## {name}",
+            "",
+            f"{s['tasks']} held-out tasks; {s['episodes_per_task']} episodes per task and arm, up to "
+            f"{s['turns']} turns; {s['independent_per_task']} independent samples per task; T={s['temperature']},"
+            f" seed {s['seed']}; public tests: rule {s['public_rule']!r}. Mean turns used: feedback "
+            f"{s['turns_used']['tests']:.2f}, empty {s['turns_used']['empty']:.2f}.",
+            "",
+            "| turn t | with feedback | empty feedback | independent pass@t |",
+            "|---|---|---|---|",
+        ]
         for t in range(s["turns"]):
-            cells = [f"{pct(s['arms'][a][t]['success'])} [{pct(s['arms'][a][t]['ci_low'])}, "
-                     f"{pct(s['arms'][a][t]['ci_high'])}]" for a in ("tests", "empty", "independent")]  # fmt: skip
+            cells = [
+                f"{pct(s['arms'][a][t]['success'])} [{pct(s['arms'][a][t]['ci_low'])}, "
+                f"{pct(s['arms'][a][t]['ci_high'])}]"
+                for a in ("tests", "empty", "independent")
+            ]
             lines.append(f"| {t + 1} | " + " | ".join(cells) + " |")
-        lines += ["", "Paired differences over tasks (points, 95% bootstrap interval):", "",
-                  "| comparison | turn | difference | interval |", "|---|---|---|---|"]  # fmt: skip
+        lines += [
+            "",
+            "Paired differences over tasks (points, 95% bootstrap interval):",
+            "",
+            "| comparison | turn | difference | interval |",
+            "|---|---|---|---|",
+        ]
         for c in s["comparisons"]:
-            lines.append(f"| {c['a']} − {c['b']} | {c['turn']} | {pct(c['diff'])} | [{pct(c['ci_low'])}, "
-                         f"{pct(c['ci_high'])}] |")  # fmt: skip
+            interval = f"[{pct(c['ci_low'])}, {pct(c['ci_high'])}]"
+            lines.append(f"| {c['a']} − {c['b']} | {c['turn']} | {pct(c['diff'])} | {interval} |")
         lines.append("")
     return "\n".join(lines)
 
 
 def plot_success_by_turn(summaries: dict[str, dict], task_set: str = "held-out tasks"):
-    """Success by turn per arm (%, with intervals), one panel per evaluated checkpoint; the title names the task set."""
+    """Success by turn per arm (%, with intervals), one panel per checkpoint; the title names the task set."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(summaries), figsize=(5 * len(summaries), 3.9), squeeze=False, layout="constrained")
@@ -89,23 +102,27 @@ def write_report(cfg, summaries: dict[str, dict], probe: dict[str, dict] | None 
 
     rep = report_dir(cfg.profile) / "repair"
     rep.mkdir(parents=True, exist_ok=True)
-    head = (f"# Multi-turn repair ({cfg.profile})\n\nWritten by `codelib.trainers.repair.evaluate`. Success = the "
-            "last attempt made by turn t passes every test (public and hidden); independent = unbiased pass@t of "
-            f"{cfg.eval_independent} independent first attempts per task (the same budget of t samples).\n\n")  # fmt: skip
-    text = (
-        head
-        + f"# Held-out tasks (`{cfg.dataset}` split `{cfg.eval_split}`)\n\n"
-        + summary_markdown(summaries)
+    head = (
+        f"# Multi-turn repair ({cfg.profile})\n\nWritten by `codelib.trainers.repair.evaluate`. Success = the "
+        "last attempt made by turn t passes every test (public and hidden); independent = unbiased pass@t of "
+        f"{cfg.eval_independent} independent first attempts per task (the same budget of t samples).\n\n"
     )
+    text = head + f"# Held-out tasks (`{cfg.dataset}` split `{cfg.eval_split}`)\n\n" + summary_markdown(summaries)
     if probe:
-        text += ("\n# Probe: the answer only in the tests (`synthetic` split `probe`)\n\nEach probe task returns a fixed "
-                 "number or two-letter word that its docstring does not name and its training side never used "
-                 "(`synthetic.probe_specs`): the prompt cannot determine the answer, a failing public test's feedback "
-                 "can. Turn-2 success above the empty-feedback arm is the model reading the feedback.\n\n"
-                 + summary_markdown(probe))  # fmt: skip
+        text += (
+            "\n# Probe: the answer only in the tests (`synthetic` split `probe`)\n\nEach probe task returns a fixed "
+            "number or two-letter word that its docstring does not name and its training side never used "
+            "(`synthetic.probe_specs`): the prompt cannot determine the answer, a failing public test's feedback "
+            "can. Turn-2 success above the empty-feedback arm is the model reading the feedback.\n\n"
+            + summary_markdown(probe)
+        )
     (rep / "summary.md").write_text(text)
-    rows = [{"task_set": which, "checkpoint": name, **c} for which, sums in (("held_out", summaries), (PROBE, probe or {}))
-            for name, s in sums.items() for c in s["comparisons"]]  # fmt: skip
+    rows = [
+        {"task_set": which, "checkpoint": name, **c}
+        for which, sums in (("held_out", summaries), (PROBE, probe or {}))
+        for name, s in sums.items()
+        for c in s["comparisons"]
+    ]
     pd.DataFrame(rows).to_csv(rep / "comparisons.csv", index=False)
     figs = {
         "success_by_turn": plot_success_by_turn(summaries),

@@ -183,8 +183,10 @@ def test_params_command_help_and_merge():
     import subprocess
     import sys
 
-    run = lambda *a: subprocess.run([sys.executable, "-m", "codelib.params", *a], capture_output=True, text=True,  # noqa: E731
-                                    cwd=REPO_ROOT, timeout=120)  # fmt: skip
+    def run(*args):
+        command = [sys.executable, "-m", "codelib.params", *args]
+        return subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+
     helped = run("--help")
     assert helped.returncode == 0 and helped.stdout.startswith("usage: python -m codelib.params PARAMS.yaml")
     bad = run("params/nowhere/04_grpo.yaml")
@@ -226,8 +228,13 @@ def chain(path) -> list:
 def real_profile_files():
     from codelib.paths import profiles
 
-    return [p for prof in profiles() if prof != "tiny" for p in sorted((REPO_ROOT / "params" / prof).rglob("*.yaml"))
-            if "studies" not in p.parts and prof not in PENDING_BASE]  # fmt: skip
+    return [
+        p
+        for prof in profiles()
+        if prof != "tiny"
+        for p in sorted((REPO_ROOT / "params" / prof).rglob("*.yaml"))
+        if "studies" not in p.parts and prof not in PENDING_BASE
+    ]
 
 
 def test_real_profiles_extend_base_and_never_tiny():

@@ -80,8 +80,9 @@ def test_feedback_text_names_the_value_returned_and_is_sanitised():
     task = TEST[0]
     fb = repair.feedback_from_detail("line 3: assert candidate(4) == 9: AssertionError (got 11)", "failed", task)
     assert fb == f"assert {task.entry_point}(4) == 9 failed, got 11"
-    err = repair.feedback_from_detail("line 2: assert candidate(1) == 6: NameError: name 'y' is not defined",
-                                      "failed", task)  # fmt: skip
+    err = repair.feedback_from_detail(
+        "line 2: assert candidate(1) == 6: NameError: name 'y' is not defined", "failed", task
+    )
     assert err == f"assert {task.entry_point}(1) == 6 raised NameError: name 'y' is not defined"
     assert repair.feedback_from_detail("SyntaxError: invalid syntax (line 3)", "error", task).startswith("SyntaxError")
     assert repair.feedback_from_detail("", "timeout", task) == "timed out"
@@ -166,9 +167,21 @@ def test_config_errors_say_what_to_fix():
 
 def _kwargs(stage, steps):
     # a barely trained policy passes nothing: the length term gives the RLOO groups reward variance to learn from
-    return dict(profile="test", stage=stage, steps=steps, batch_size=4, samples_per_task=2, turns=2,
-                rewards={"pass": 1.0, "length": {"alpha": 1.0}}, max_new_tokens=24, save_every=1, report_to="none",
-                limit=64, learning_rate=1e-2, threads=1)  # fmt: skip
+    return dict(
+        profile="test",
+        stage=stage,
+        steps=steps,
+        batch_size=4,
+        samples_per_task=2,
+        turns=2,
+        rewards={"pass": 1.0, "length": {"alpha": 1.0}},
+        max_new_tokens=24,
+        save_every=1,
+        report_to="none",
+        limit=64,
+        learning_rate=1e-2,
+        threads=1,
+    )
 
 
 @pytest.mark.slow
@@ -242,8 +255,17 @@ def test_evaluate_reports_the_probe_beside_the_held_out_tasks(tiny_sft, tmp_path
     import pandas as pd
 
     monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path))
-    cfg = trainer.Config(profile="test", eval_checkpoints={"sft": str(tiny_sft)}, eval_limit=3, probe_eval=4,
-                         eval_samples=1, eval_independent=2, max_new_tokens=8, threads=1, bootstrap_iters=20)  # fmt: skip
+    cfg = trainer.Config(
+        profile="test",
+        eval_checkpoints={"sft": str(tiny_sft)},
+        eval_limit=3,
+        probe_eval=4,
+        eval_samples=1,
+        eval_independent=2,
+        max_new_tokens=8,
+        threads=1,
+        bootstrap_iters=20,
+    )
     out = trainer.evaluate(cfg)
     assert list(out) == ["sft"] and out["sft"]["tasks"] == 3
     probe = trainer.eval_dir(cfg, "sft", trainer.PROBE)
@@ -266,11 +288,27 @@ def test_the_stage_notebook_trains_evaluates_and_shows_every_turn(tiny_sft, tmp_
     from codelib.params import REPO_ROOT, load_yaml
 
     monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "reports"))
-    params = {**load_yaml(REPO_ROOT / "params" / "tiny" / "09_repair.yaml"), "profile": "test", "stage": "repair_nb",
-              "init": str(tiny_sft), "steps": 1, "batch_size": 2, "samples_per_task": 2, "max_new_tokens": 8,
-              "sft_stage": "", "limit": 16, "eval_checkpoints": {"repair": "checkpoints/test/repair_nb"},
-              "eval_limit": 2, "probe_eval": 2, "eval_samples": 1, "eval_independent": 2, "threads": 1,
-              "report_to": "none", "bootstrap_iters": 20, "save_every": 1}  # fmt: skip
+    params = {
+        **load_yaml(REPO_ROOT / "params" / "tiny" / "09_repair.yaml"),
+        "profile": "test",
+        "stage": "repair_nb",
+        "init": str(tiny_sft),
+        "steps": 1,
+        "batch_size": 2,
+        "samples_per_task": 2,
+        "max_new_tokens": 8,
+        "sft_stage": "",
+        "limit": 16,
+        "eval_checkpoints": {"repair": "checkpoints/test/repair_nb"},
+        "eval_limit": 2,
+        "probe_eval": 2,
+        "eval_samples": 1,
+        "eval_independent": 2,
+        "threads": 1,
+        "report_to": "none",
+        "bootstrap_iters": 20,
+        "save_every": 1,
+    }
     out = tmp_path / "09_repair.ipynb"
     pipeline.run_stage("09_repair", params, REPO_ROOT / "notebooks" / "09_repair.ipynb", out)
     cells = json.loads(out.read_text())["cells"]

@@ -104,8 +104,10 @@ def score_episodes(episodes: list, reward, cfg: Config) -> tuple[torch.Tensor, d
     rows = tasks_to_rows([e.task for e in episodes])
     columns = {k: [row[k] for row in rows] for k in rows[0]}
     total, terms = reward.score([t.completion for t in finals], completion_ids=[t.ids for t in finals], **columns)
-    out = [repair.episode_reward(float(r), len(e.turns), cfg.turn_discount, cfg.turn_cost)
-           for r, e in zip(total, episodes, strict=True)]  # fmt: skip
+    out = [
+        repair.episode_reward(float(r), len(e.turns), cfg.turn_discount, cfg.turn_cost)
+        for r, e in zip(total, episodes, strict=True)
+    ]
     return torch.tensor(out), terms
 
 
@@ -120,7 +122,7 @@ def to_rollouts(episodes: list, rewards: torch.Tensor, terms: dict, timing: dict
         passed=torch.tensor([1.0 if e.passed else 0.0 for e in episodes]),
         test_fraction=torch.tensor(
             [t.full.tests_passed / t.full.tests_total if t.full.tests_total else 0.0 for t in finals]
-        ),  # fmt: skip
+        ),
         lengths=torch.tensor([float(sum(len(t.ids) for t in e.turns)) for e in episodes]),
         rewards=rewards,
         terms=terms,
@@ -134,9 +136,12 @@ def turn_stats(episodes: list, turns: int) -> dict:
     the share whose last attempt passed."""
     first = [e.turns[0].full.passed for e in episodes]
     retried = [e for e in episodes if len(e.turns) > 1]
-    return {"turn1_pass_rate": sum(first) / len(episodes), "retry_share": len(retried) / len(episodes),
-            "repaired_share": sum(e.passed for e in retried) / len(retried) if retried else 0.0,
-            "turns_mean": sum(len(e.turns) for e in episodes) / len(episodes)}  # fmt: skip
+    return {
+        "turn1_pass_rate": sum(first) / len(episodes),
+        "retry_share": len(retried) / len(episodes),
+        "repaired_share": sum(e.passed for e in retried) / len(retried) if retried else 0.0,
+        "turns_mean": sum(len(e.turns) for e in episodes) / len(episodes),
+    }
 
 
 def train(cfg: Config) -> Path:
@@ -148,8 +153,9 @@ def train(cfg: Config) -> Path:
         metrics.truncate_metrics(episodes_path, run.start)
         splits = run.out / "splits.jsonl"
         if not splits.exists():  # which tests are public, per task: a function of (rule, seed), recorded once
-            splits.write_text("".join(json.dumps(r) + "\n" for r in repair.splits_record(run.tasks, cfg.public_rule,
-                                                                                          cfg.split_seed)))  # fmt: skip
+            splits.write_text(
+                "".join(json.dumps(r) + "\n" for r in repair.splits_record(run.tasks, cfg.public_rule, cfg.split_seed))
+            )
     G = cfg.samples_per_task
     for step in run.steps():
         t0 = time.time()
@@ -158,11 +164,23 @@ def train(cfg: Config) -> Path:
         mine = tasks[run.acc.process_index :: run.acc.num_processes]
         seed = cfg.seed + step + 7919 * run.acc.process_index
         episodes, timing = repair.run_episodes(
-            run.policy, run.tokenizer, mine, G, cfg.turns, mode=cfg.feedback, public_rule=cfg.public_rule,
-            split_seed=cfg.split_seed, temperature=cfg.temperature, top_p=cfg.top_p,
-            max_new_tokens=cfg.max_new_tokens, batch_size=len(mine) * G, seed=seed, workers=cfg.workers,
-            timeout_s=cfg.timeout_s, feedback_chars=cfg.feedback_chars,
-        )  # fmt: skip
+            run.policy,
+            run.tokenizer,
+            mine,
+            G,
+            cfg.turns,
+            mode=cfg.feedback,
+            public_rule=cfg.public_rule,
+            split_seed=cfg.split_seed,
+            temperature=cfg.temperature,
+            top_p=cfg.top_p,
+            max_new_tokens=cfg.max_new_tokens,
+            batch_size=len(mine) * G,
+            seed=seed,
+            workers=cfg.workers,
+            timeout_s=cfg.timeout_s,
+            feedback_chars=cfg.feedback_chars,
+        )
         # reward of the last attempt (all tests), discounted per extra turn; RLOO advantage within each task
         rewards, terms = score_episodes(episodes, run.reward, cfg)  # [N]
         advantages = rloo_advantages(rewards, G)  # [N]
@@ -186,9 +204,11 @@ def train(cfg: Config) -> Path:
         }
         if run.acc.is_main_process:  # every turn of every episode (this rank's; the explorer reads them)
             with open(episodes_path, "a", encoding="utf-8") as f:
-                f.writelines(json.dumps(e.to_row(step=step, reward=round(float(rewards[i]), 6),
-                                                 advantage=round(float(advantages[i]), 6))) + "\n"
-                             for i, e in enumerate(episodes))  # fmt: skip
+                rows = (
+                    e.to_row(step=step, reward=round(float(r), 6), advantage=round(float(a), 6))
+                    for e, r, a in zip(episodes, rewards, advantages, strict=True)
+                )
+                f.writelines(json.dumps(row) + "\n" for row in rows)
         run.record(step, to_rollouts(episodes, rewards, terms, timing), t0, row, advantages)
     return run.finish()
 
@@ -218,9 +238,16 @@ def train_sft(cfg: Config) -> Path | None:
     train_tasks = load_tasks(scfg.dataset, scfg.split)[: scfg.limit or None]
     # probe tasks: the answer only in the tests, so a second turn can solve them only by reading the feedback
     probe = load_tasks("synthetic", "probe_train")[: cfg.probe_examples] if cfg.probe_examples else []
-    mixed = repair_data.sft_tasks(train_tasks, cfg.repair_examples, seed=scfg.seed, probe=probe,
-                             public_rule=cfg.public_rule, split_seed=cfg.split_seed,
-                             empty_share=cfg.repair_empty_share, feedback_chars=cfg.feedback_chars)  # fmt: skip
+    mixed = repair_data.sft_tasks(
+        train_tasks,
+        cfg.repair_examples,
+        seed=scfg.seed,
+        probe=probe,
+        public_rule=cfg.public_rule,
+        split_seed=cfg.split_seed,
+        empty_share=cfg.repair_empty_share,
+        feedback_chars=cfg.feedback_chars,
+    )
     return sft.train(scfg, tasks=mixed)
 
 
