@@ -611,3 +611,17 @@ def test_evalplus_hub_tasks_judge_canonical_right_and_wrong_wrong(hub):
     assert [(tid, v.passed) for (tid, _, _), v in zip(cases, verdicts, strict=True)] == [
         (tid, ref) for tid, _, ref in cases
     ], [v.detail for v in verdicts]
+
+
+def test_rows_keep_the_comparator_through_the_reward_columns(hub):
+    """TRL passes a task's columns to the reward functions, which rebuild the Task: its comparator must survive, or
+    an RL run on TACO or LiveCodeBench would be rewarded by the default rule."""
+    from codelib.rewards import _tasks
+    from codelib.tasks import tasks_to_rows
+
+    with pytest.warns(UserWarning, match="skipped 1"):
+        tasks = load_tasks("taco", "train")[:3]
+    rows = tasks_to_rows(tasks)
+    columns = {k: [r[k] for r in rows] for k in rows[0]}
+    back = _tasks(len(rows), columns)
+    assert [(t.kind, t.compare, t.entry_point) for t in back] == [(t.kind, t.compare, t.entry_point) for t in tasks]
