@@ -625,3 +625,20 @@ def test_rows_keep_the_comparator_through_the_reward_columns(hub):
     columns = {k: [r[k] for r in rows] for k in rows[0]}
     back = _tasks(len(rows), columns)
     assert [(t.kind, t.compare, t.entry_point) for t in back] == [(t.kind, t.compare, t.entry_point) for t in tasks]
+
+
+def test_taco_hub_file_is_the_repositorys_one_json_file(monkeypatch):
+    import huggingface_hub
+
+    from codelib import hub_tasks
+
+    asked = []
+    monkeypatch.setattr(huggingface_hub.HfApi, "list_repo_files",
+                        lambda self, repo, repo_type=None: [".gitattributes", "README.md", "train.json"])  # fmt: skip
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download",
+                        lambda repo, name, repo_type=None: asked.append((repo, name, repo_type)) or str(TACO_FILE))  # fmt: skip
+    assert hub_tasks.taco_file() == TACO_FILE
+    assert asked == [("likaixin/TACO-verified", "train.json", "dataset")]
+    monkeypatch.setattr(huggingface_hub.HfApi, "list_repo_files", lambda self, repo, repo_type=None: ["README.md"])
+    with pytest.raises(TaskError, match="expected one JSON file in the repository, found \\[\\]"):
+        hub_tasks.taco_file()
