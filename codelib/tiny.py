@@ -170,7 +170,7 @@ def build_tiny_model(
     log = print if verbose else None
     started = time.time()
     threads = torch.get_num_threads()
-    torch.set_num_threads(cfg.threads)
+    torch.set_num_threads(int(os.environ.get("CODELIB_THREADS") or cfg.threads))  # CODELIB_THREADS: a shared machine
     try:
         train, _ = synthetic.generate(seed=cfg.seed, n_train=cfg.n_train, n_test=0)
         texts = tiny_texts(train)

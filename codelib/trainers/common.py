@@ -10,6 +10,7 @@ algorithms themselves (advantages, losses, the update) live in each trainer's ow
 from __future__ import annotations
 
 import math
+import os
 import random
 import shutil
 import time
@@ -24,6 +25,7 @@ from accelerate.utils import gather_object
 from codelib import checkpoints, metrics, rewards, rollout
 from codelib.algorithms.advantages import zero_std_groups
 from codelib.algorithms.losses import KL_ESTIMATORS
+from codelib.eval_sampling import EVAL_SAMPLING
 from codelib.generation import generate, stops_for
 from codelib.distributed import refuse_sharded_loop
 from codelib.models import DEFAULT_TARGETS, add_lora, save_adapter
@@ -136,7 +138,7 @@ class OnlineConfig(TrainEvalConfig):
             raise ValueError(f"kl_every must be >= 0 (0: the KL is never logged); you gave {self.kl_every}")
 
 
-EVAL_TEMPERATURE, EVAL_SEED = 0.8, 1234  # as params/<profile>/06_eval.yaml samples: two evaluations agree
+EVAL_TEMPERATURE, EVAL_SEED = EVAL_SAMPLING.temperature, EVAL_SAMPLING.seed  # as the eval stage samples
 
 
 def eval_tasks(cfg: TrainEvalConfig) -> list:
@@ -213,8 +215,12 @@ def trainer_args(cfg: StageConfig, out: Path | None = None, **override) -> dict:
 
 
 def seed_everything(seed: int, threads: int = 0) -> None:
+    """Seed Python and torch; torch's CPU threads from `threads`, or from the environment's CODELIB_THREADS when set
+    (on a machine shared with other jobs, 1 thread per process avoids threads waiting on each other's cores; the
+    floats then differ from a 2-thread run's in the last bits)."""
     random.seed(seed)
     torch.manual_seed(seed)
+    threads = int(os.environ.get("CODELIB_THREADS") or threads or 0)
     if threads:
         torch.set_num_threads(threads)
 
@@ -284,8 +290,14 @@ class OnlineRun:
     def _unwrapped_heads(self) -> dict:
         return {k: self.acc.unwrap_model(m) for k, m in self.heads.items()}
 
-    def steps(self) -> range:
-        return range(self.start + 1, self.cfg.steps + 1)
+    def steps(self):
+        """The steps still to run, as a progress bar (`codelib.progress`: a widget in JupyterLab, one line per ~20 s
+        headless) whose postfix `record` sets to the last step's reward, pass rate, length and KL."""
+        from codelib.progress import steps as progress_steps
+
+        self.bar = progress_steps(range(self.start + 1, self.cfg.steps + 1), total=self.cfg.steps, initial=self.start,
+                                  desc=self.out.name, disable=not self.acc.is_main_process)  # fmt: skip
+        return self.bar
 
     def rollout(self, step: int, n_per_task: int) -> rollout.Rollouts:
         """This rank's share of the step's tasks, n_per_task completions each, judged and scored."""
@@ -360,6 +372,10 @@ class OnlineRun:
                 log_row.update(self.keeper.evaluate(self.policy, self.tokenizer, step))
                 log_row["eval_s"] = time.time() - t_eval
             self.log.log(log_row)
+            if getattr(self, "bar", None) is not None:
+                from codelib.progress import compact
+
+                self.bar.set_postfix_str(compact(log_row), refresh=False)
             if step % self.cfg.save_every == 0 or step == self.cfg.steps:
                 checkpoints.save_checkpoint(self.out, self.policy, self.optimizer, step,
                                             {**(extra or {}), "best": self.keeper.best}, self._unwrapped_heads(),

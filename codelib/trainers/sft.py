@@ -10,6 +10,8 @@ completion-only loss for prompt/completion datasets). Writes to checkpoints/<pro
 
 from __future__ import annotations
 
+import os
+
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +22,8 @@ from transformers.trainer_utils import get_last_checkpoint
 from trl import SFTConfig, SFTTrainer
 
 from codelib.metrics import trainer_callback
-from codelib.models import load_policy, lora_config, save_adapter
+from codelib.distributed import save_gathered
+from codelib.models import adapters_fp32, load_policy, lora_config
 from codelib.params import atomic_write_json, config_to_dict, main_config
 from codelib.tasks import load_tasks
 from codelib.trainers.common import StageConfig, trainer_args
@@ -65,8 +68,9 @@ def build_dataset(cfg: Config, tasks: list | None = None):
 def train(cfg: Config, tasks: list | None = None) -> Path:
     """Fine-tune `cfg.init` with LoRA on prompt -> canonical solution; return the run directory. tasks: train on
     these instead of the configured split (the repair stage's SFT with repair examples)."""
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
+    threads = int(os.environ.get("CODELIB_THREADS") or cfg.threads or 0)  # CODELIB_THREADS: a shared machine
+    if threads:
+        torch.set_num_threads(threads)
     out = cfg.run_dir
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / "config.json", {"stage": "sft", **config_to_dict(cfg)})
@@ -94,12 +98,16 @@ def train(cfg: Config, tasks: list | None = None) -> Path:
         peft_config=lora_config(cfg),
         callbacks=[trainer_callback(out / "metrics.jsonl")],
     )
+    adapters_fp32(trainer.model)  # TRL casts a 4-bit model's adapters to bf16; our loops train them in fp32
+    from codelib.progress import use_progress
+
+    use_progress(trainer, cfg.stage)  # one bar: a widget in JupyterLab, a line per ~20 s headless
     last = get_last_checkpoint(str(out)) if any(out.glob("checkpoint-*")) else None
     if last:
         print(f"resuming from {last}")
     trainer.train(resume_from_checkpoint=last)
     tokenizer.padding_side = "left"
-    save_adapter(trainer.model, tokenizer, out)
+    save_gathered(trainer.accelerator, trainer.model, tokenizer, out)  # FSDP: gathered; the main process writes
     summary = {"stage": "sft", "steps": trainer.state.global_step, "train_tasks": len(dataset)}
     atomic_write_json(out / "train_summary.json", summary)
     print(json.dumps(summary))
