@@ -153,7 +153,8 @@ def test_taco_reads_a_local_copy_and_json_lines(tmp_path):
     lines = tmp_path / "taco.jsonl"
     lines.write_text("".join(json.dumps(r) + "\n" for r in records))
     assert [t.task_id for t in load_tasks("taco", "all", path=str(lines))] == ["taco/0", "taco/1", "taco/2"]
-    assert [t.task_id for t in load_tasks("taco:path=" + str(TACO_FILE), "all")][:2] == ["taco/0", "taco/1"]
+    with pytest.warns(UserWarning, match="skipped 1"):  # the fixture's broken record
+        assert [t.task_id for t in load_tasks("taco:path=" + str(TACO_FILE), "all")][:2] == ["taco/0", "taco/1"]
 
 
 def test_taco_file_is_read_record_by_record_within_twice_its_size(tmp_path, monkeypatch):
