@@ -21,7 +21,7 @@ mode, without a chat template):
 Rules for the split (`public_rule`): "half" (synthetic tasks: half of the asserts, at least one, chosen with a seed
 per task), "first" (HumanEval, MBPP, stdio: the first assert statement of the tests, or the first case, is public),
 "auto" (half for synthetic tasks, first for the others). A test is one top-level statement that holds an assert
-(in `check()` or at module level, as the judge counts them); for stdio tasks one case.
+(in `check()` or at module level, as the judge counts them); for stdio and calls tasks one case.
 
 Beside this module: `codelib.repair_data` (repair examples for SFT), `codelib.repair_eval` (the three-way comparison
 of Olausson et al. (2023): success after t turns with feedback, with an empty message, and pass@t of independent
@@ -46,6 +46,7 @@ from codelib.tasks import Task
 FEEDBACK_PREFIX = "# feedback:"
 FEEDBACK_CHARS = 160  # a feedback message is cut to this many characters
 RULES = ("auto", "half", "first")
+CASE_KINDS = ("stdio", "calls")  # tasks whose tests are JSON cases: one test per case
 MODES = ("tests", "empty")  # what the model is shown between turns: the public tests' feedback, or nothing
 
 
@@ -66,8 +67,8 @@ class TestSplit:
 
 def test_units(task: Task) -> list[tuple[int, int]]:
     """The task's tests as (first line, last line), 1-based, of each statement that holds an assert (function tasks:
-    top-level statements of `check()` and of the module, as the judge counts them); stdio: (i, i) per case."""
-    if task.kind == "stdio":
+    top-level statements of `check()` and of the module, as the judge counts them); stdio, calls: (i, i) per case."""
+    if task.kind in CASE_KINDS:
         return [(i, i) for i in range(len(json.loads(task.tests)))]
     tree = ast.parse(task.tests)
     units = []
@@ -110,7 +111,7 @@ def split_tests(task: Task, rule: str = "auto", seed: int = 0) -> TestSplit:
 
 def public_task(task: Task, split: TestSplit) -> Task:
     """A copy of the task whose tests are only its public ones (what the feedback is built from)."""
-    if task.kind == "stdio":
+    if task.kind in CASE_KINDS:
         cases = json.loads(task.tests)
         return replace(task, tests=json.dumps([cases[i] for i in split.public]), plus_inputs="")
     units = test_units(task)
@@ -122,7 +123,7 @@ def public_task(task: Task, split: TestSplit) -> Task:
 
 def hidden_sources(task: Task, split: TestSplit) -> list[str]:
     """The source text of each hidden test (what feedback must never show)."""
-    if task.kind == "stdio":
+    if task.kind in CASE_KINDS:
         cases = json.loads(task.tests)
         return [json.dumps(cases[i]) for i in split.hidden]
     units, lines = test_units(task), task.tests.split("\n")

@@ -2,6 +2,7 @@
 mask, RLOO by hand, and the trainer on the tiny model (the adapter changes; a resumed run matches an uninterrupted
 one)."""
 
+import json
 import math
 import random
 
@@ -12,7 +13,7 @@ from codelib import repair, repair_data, synthetic
 from codelib.logprobs import make_batch
 from codelib.params import read_jsonl
 from codelib.sandbox import Verdict
-from codelib.tasks import load_tasks
+from codelib.tasks import Task, load_tasks
 from codelib.trainers import repair as trainer
 
 TRAIN, TEST = synthetic.generate(seed=0, n_train=200, n_test=36)
@@ -40,6 +41,16 @@ def test_public_task_keeps_only_public_asserts():
     hidden = repair.hidden_sources(task, s)
     assert len(hidden) == 3 and all(h not in pub.tests for h in hidden)
     assert len(repair.test_units(pub)) == 3 and pub.tests.startswith("def check(candidate):")
+
+
+def test_calls_tasks_split_by_case():
+    """A `calls` task (LiveCodeBench functional, TACO call-based) has JSON cases as tests, as stdio tasks do."""
+    cases = [{"input": f"{i}", "output": f"{i + 1}"} for i in range(4)]
+    task = Task("lcb/x", "class Solution:\n", json.dumps(cases), "Solution.f", "", kind="calls", compare="lcb")
+    s = repair.split_tests(task, "first")
+    assert repair.test_units(task) == [(i, i) for i in range(4)] and s.public == (0,) and s.hidden == (1, 2, 3)
+    assert json.loads(repair.public_task(task, s).tests) == cases[:1]
+    assert repair.hidden_sources(task, s) == [json.dumps(c) for c in cases[1:]]
 
 
 def flip(split):
