@@ -74,21 +74,21 @@ def before_issue14():
 
 @contextlib.contextmanager
 def trl_settings(bf16: bool, checkpointing: bool):
-    """GRPO with these precision and memory settings, whatever `codelib.trainers.grpo` sets."""
-    from codelib.trainers import grpo
+    """GRPO on TRL with these precision and memory settings, whatever `codelib.trainers.grpo_trl` sets."""
+    from codelib.trainers import grpo_trl
 
-    original = grpo.grpo_args
+    original = grpo_trl.grpo_args
 
-    def args(cfg, out):
-        a = original(cfg, out)
+    def args(cfg, out, vocab: int = 0):
+        a = original(cfg, out, vocab)
         a.bf16, a.gradient_checkpointing = bf16, checkpointing
         return a
 
-    grpo.grpo_args = args
+    grpo_trl.grpo_args = args
     try:
         yield
     finally:
-        grpo.grpo_args = original
+        grpo_trl.grpo_args = original
 
 
 def trainers(init: str, steps: int, before: bool, threads: int = 2) -> dict:
@@ -98,8 +98,10 @@ def trainers(init: str, steps: int, before: bool, threads: int = 2) -> dict:
                   threads=threads, learning_rate=1e-3, temperature=1.0)  # fmt: skip
     runs = {
         "grpo (TRL, TRL defaults)": (lambda: trl_settings(True, True), lambda s: grpo.train(
-            grpo.Config(stage=s, prompts_per_step=16, num_generations=8, **common))),
+            grpo.Config(stage=s, prompts_per_step=16, num_generations=8, backend="trl", **common))),
         "grpo (TRL, fp32 no ckpt)": (lambda: trl_settings(False, False), lambda s: grpo.train(
+            grpo.Config(stage=s, prompts_per_step=16, num_generations=8, backend="trl", **common))),
+        "grpo 16 x 8 (ours)": (contextlib.nullcontext, lambda s: grpo.train(
             grpo.Config(stage=s, prompts_per_step=16, num_generations=8, **common))),
         "reinforce (ours)": (contextlib.nullcontext, lambda s: reinforce.train(
             reinforce.Config(stage=s, batch_size=128, samples_per_task=1, **common))),

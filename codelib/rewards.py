@@ -52,7 +52,8 @@ _FIELDS = (
     "atol",
     "time_limit_s",
     "memory_limit_mb",
-)  # the task's own limits (TACO, CodeContests) reach the sandbox
+    "compare",
+)  # the task's own limits (TACO, CodeContests) and its benchmark's comparator reach the sandbox
 
 
 def _tasks(n: int, columns: dict) -> list[Task | None]:
@@ -81,6 +82,7 @@ def _tasks(n: int, columns: dict) -> list[Task | None]:
                 atol=float(row["atol"] or 0.0),
                 time_limit_s=float(row["time_limit_s"]) if row["time_limit_s"] else None,
                 memory_limit_mb=int(row["memory_limit_mb"]) if row["memory_limit_mb"] else None,
+                compare=row["compare"] or "",
             )
         )
     return tasks
@@ -206,7 +208,9 @@ class _OverlongPenalty(_LengthPenalty):
 
     def __init__(self, max_tokens: int, cache: int, tokenizer=None):
         if not 0 < cache <= max_tokens:
-            raise ValueError(f"overlong needs 0 < cache <= max_tokens; you gave cache={cache}, max_tokens={max_tokens}")
+            raise ValueError(
+                f"overlong needs 0 < cache <= max_tokens; you gave cache={cache}, max_tokens={max_tokens}"
+            )
         super().__init__(1.0, tokenizer)
         self.max_tokens, self.cache = int(max_tokens), int(cache)
         self.__name__ = "overlong_penalty"

@@ -250,7 +250,9 @@ class OnlineRun:
     """A REINFORCE / PPO run's plumbing: one process as is, or DDP under `accelerate launch` (each rank rolls out and
     scores its shard of a step's tasks; gradients are averaged)."""
 
-    def __init__(self, cfg: OnlineConfig, heads=None, algorithm: str = "", label: str = "", record: dict | None = None):
+    def __init__(
+        self, cfg: OnlineConfig, heads=None, algorithm: str = "", label: str = "", record: dict | None = None
+    ):
         """heads: model -> {name: module} trained beside the adapter (PPO's value head), built after the adapter;
         algorithm, label: the registered name (codelib.algorithms.ALGORITHMS) and label config.json records;
         record: the config written there (default: cfg's fields)."""

@@ -69,7 +69,9 @@ def sampled_ids(pairs: list[dict], tokenizer, max_length: int) -> list[dict]:
                              "candidates.jsonl and rerun, so the candidates are sampled again with their ids")  # fmt: skip
         prompt = encode_prompts(tokenizer, [p["prompt"]])[0]
         room = max(1, max_length - len(prompt))
-        rows.append({"prompt_ids": prompt, "chosen_ids": p["chosen_ids"][:room], "rejected_ids": p["rejected_ids"][:room]})
+        rows.append(
+            {"prompt_ids": prompt, "chosen_ids": p["chosen_ids"][:room], "rejected_ids": p["rejected_ids"][:room]}
+        )
     return rows
 
 
@@ -146,6 +148,9 @@ def train(cfg: Config) -> Path:
         callbacks=[trainer_callback(out / "metrics.jsonl")],
     )
     adapters_fp32(trainer.model)  # TRL casts a 4-bit model's adapters to bf16; our loops train them in fp32
+    from codelib.progress import use_progress
+
+    use_progress(trainer, cfg.stage)  # one bar: a widget in JupyterLab, a line per ~20 s headless
     last = get_last_checkpoint(str(out)) if any(out.glob("checkpoint-*")) else None
     if last:
         print(f"resuming from {last}")

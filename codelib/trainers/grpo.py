@@ -65,7 +65,10 @@ class Config(TrainEvalConfig):
         if self.backend not in ("own", "trl"):
             raise ValueError(f"backend must be own or trl; you gave {self.backend!r}")
         if self.num_generations < 2:
-            raise ValueError(f"GRPO compares a task's samples: set num_generations >= 2 (you gave {self.num_generations})")
+            raise ValueError(
+                "GRPO needs at least 2 generations per prompt to compare within a group: set num_generations >= 2 "
+                f"(you gave {self.num_generations})"
+            )
         if self.loss_type not in LOSS_TYPES:
             raise ValueError(f"unknown loss_type {self.loss_type!r}; TRL 1.16 has {', '.join(LOSS_TYPES)}")
         if self.importance_sampling_level not in ("token", "sequence"):
@@ -77,11 +80,17 @@ class Config(TrainEvalConfig):
         if self.clip_eps_high < 0 or self.steps_per_generation < 1 or self.num_iterations < 1:
             raise ValueError("clip_eps_high must be >= 0, steps_per_generation and num_iterations >= 1")
         if (self.prompts_per_step * self.num_generations) % self.steps_per_generation:
-            raise ValueError("prompts_per_step x num_generations must split evenly into steps_per_generation minibatches")
+            raise ValueError(
+                "prompts_per_step x num_generations must split evenly into steps_per_generation minibatches"
+            )
         if self.vllm_mode not in ("colocate", "server"):
             raise ValueError(f"vllm_mode must be colocate or server; you gave {self.vllm_mode!r}")
         if not 0 < self.vllm_gpu_memory_utilization < 1:
             raise ValueError(f"vllm_gpu_memory_utilization must be in (0, 1), got {self.vllm_gpu_memory_utilization}")
+        if self.use_vllm and self.load_in_4bit:  # (#32)
+            raise ValueError("use_vllm with load_in_4bit: TRL copies the trained weights into vLLM, whose copy of the "
+                             "base is bf16, not bitsandbytes' 4-bit tensors. Set load_in_4bit: false (1.3B and 7B LoRA "
+                             "fit one 80 GB GPU in bf16; docs/gpu.md) or use_vllm: false")  # fmt: skip
         if self.backend == "own":
             if self.loss_type not in OWN_LOSS_TYPES:
                 raise ValueError(f"loss_type {self.loss_type} runs on TRL only: set backend: trl (or use one of "

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from datasets import Dataset
@@ -24,8 +23,8 @@ from trl import GRPOConfig, GRPOTrainer
 
 from codelib import metrics, rewards, sandbox
 from codelib.distributed import gathered_trainable_state, grpo_batches, refuse_rank0_work
-from codelib.models import adapters_fp32, load_policy, lora_config, starting_model_dir
 from codelib.generation import find_stop, stops_for, trim
+from codelib.models import adapters_fp32, load_policy, lora_config, starting_model_dir
 from codelib.params import atomic_write_json, config_to_dict
 from codelib.rewards import make_rewards
 from codelib.tasks import load_tasks
@@ -250,6 +249,9 @@ def train(cfg) -> Path:
     trainer = StoppingTrainer(model=model, reward_funcs=funcs, args=args, train_dataset=dataset,
                           processing_class=tokenizer, peft_config=lora_config(cfg), callbacks=[callback])  # fmt: skip
     adapters_fp32(trainer.model)  # TRL casts a 4-bit model's adapters to bf16; our loops train them in fp32
+    from codelib.progress import use_progress
+
+    use_progress(trainer, cfg.stage)  # one bar: a widget in JupyterLab, a line per ~20 s headless
     refuse_rank0_work(trainer.accelerator, cfg)  # eval on rank 0 alone would hang under FSDP
     callback.trainer = trainer
     if last:
@@ -265,4 +267,3 @@ def train(cfg) -> Path:
     if trainer.accelerator.is_main_process:
         keeper.finish(trainer.accelerator.unwrap_model(trainer.model), tokenizer, state_dict=state)
     return out
-

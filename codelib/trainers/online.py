@@ -74,7 +74,9 @@ class Config(OnlineConfig):
             raise ValueError("advantage gae and critic: value_head go together (the value head gives GAE its V_t)")
         if self.critic not in ("none", "value_head") or self.value_trunk not in ("shared", "detached"):
             raise ValueError("critic must be none | value_head and value_trunk shared | detached")
-        if loss == "pg" and (self.ppo_epochs > 1 or self.minibatch_size not in (0, self.batch_size * self.samples_per_task)):
+        if loss == "pg" and (
+            self.ppo_epochs > 1 or self.minibatch_size not in (0, self.batch_size * self.samples_per_task)
+        ):
             raise ValueError(
                 "policy_loss pg has no importance ratio: it is only right for one update per rollout. Use "
                 "policy_loss: clip for several epochs or minibatches"
@@ -176,6 +178,12 @@ class Olds:
         self.rewards = rewards
 
 
+def moving_average(baseline: float | None, rewards: torch.Tensor, decay: float) -> float:
+    """Exponential moving average of the mean batch reward; the first batch seeds it."""
+    mean = float(rewards.mean())
+    return mean if baseline is None else decay * baseline + (1 - decay) * mean
+
+
 def _mean(v: list) -> float | None:
     return sum(v) / len(v) if v else None
 
@@ -185,8 +193,9 @@ def train(cfg: Config, label: str | None = None, record: dict | None = None) -> 
     samples.jsonl, checkpoint/; value_head.pt with a critic). config.json records the registered algorithm and its
     label (`label` replaces it); `record`: the config to write there instead of `cfg` (a GRPO config mapped here)."""
     use_values = cfg.critic == "value_head"
-    run = OnlineRun(cfg, heads=value_head if use_values else None, algorithm=cfg.algorithm, label=label or cfg.label,
-                    record=record)
+    run = OnlineRun(
+        cfg, heads=value_head if use_values else None, algorithm=cfg.algorithm, label=label or cfg.label, record=record
+    )
     device, temp = run.acc.device, cfg.temperature
     baseline = run.extra.get("baseline")
     ratio_loss = cfg.policy_loss in RATIO_LOSSES
@@ -257,8 +266,7 @@ def train(cfg: Config, label: str | None = None, record: dict | None = None) -> 
                              "grad_norm": float(grad_norm), **ratio_stats}.items():  # fmt: skip
                     stats.setdefault(k, []).append(v)
         if cfg.baseline == "moving_average":
-            mean = float(run.gather(ro.rewards).mean())
-            baseline = mean if baseline is None else cfg.baseline_decay * baseline + (1 - cfg.baseline_decay) * mean
+            baseline = moving_average(baseline, run.gather(ro.rewards), cfg.baseline_decay)
         adv = old.advantages
         seq_adv = (adv * mask).sum(-1) / mask.sum(-1).clamp(min=1) if adv.dim() == 2 else adv
         row = {"kl": old.kl, "updates": len(stats["loss"]), **{k: _mean(v) for k, v in stats.items()}}

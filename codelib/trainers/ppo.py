@@ -33,7 +33,9 @@ class Config(online.Config):
     batch_size: int = 8  # tasks per rollout batch
     samples_per_task: int = 1  # completions per task in a batch
     ppo_epochs: int = 4  # passes over each rollout batch
-    advantage: str = "batch"  # critic none: batch | group | rloo | reinforce_pp | reinforce_pp_baseline; value head: gae
+    advantage: str = (
+        "batch"  # critic none: batch | group | rloo | reinforce_pp | reinforce_pp_baseline; value head: gae
+    )
     policy_loss: str = "clip"  # PPO-Clip
     loss_agg: str = "token-mean"  # over every completion token of the (mini)batch
 

@@ -36,7 +36,9 @@ class Config(online.Config):
             raise ValueError(f"baseline must be one of {', '.join(BASELINES)}; you gave {self.baseline!r}")
         if self.baseline == "rloo":
             if self.samples_per_task < 2:
-                raise ValueError("baseline: rloo leaves one sample out of each task's group: set samples_per_task >= 2")
+                raise ValueError(
+                    "baseline: rloo leaves one sample out of each task's group: set samples_per_task >= 2"
+                )
             self.algorithm, self.baseline = self.algorithm or "rloo", "none"
         self.algorithm = self.algorithm or "reinforce"
         super().__post_init__()
