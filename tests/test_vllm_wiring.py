@@ -33,6 +33,15 @@ class CharTokenizer:
         return [self.decode(r) for r in rows]
 
 
+# The keywords vLLM 0.30.0 takes (read from its wheel: vllm/entrypoints/llm.py LLM.__init__'s named parameters, the
+# EngineArgs fields (vllm/engine/arg_utils.py) codelib passes through **kwargs, and SamplingParams' fields): the
+# stand-ins below refuse any other, so a misspelt or renamed keyword fails here rather than on a GPU.
+VLLM_LLM_KWARGS = {"dtype", "seed", "gpu_memory_utilization", "enforce_eager", "tensor_parallel_size", "quantization",
+                   "max_model_len", "enable_lora", "max_lora_rank", "max_loras", "tokenizer", "trust_remote_code"}  # fmt: skip
+VLLM_SAMPLING_FIELDS = {"n", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "stop_token_ids", "max_tokens",
+                        "min_tokens", "logprobs", "include_stop_str_in_output", "skip_special_tokens", "ignore_eos"}  # fmt: skip
+
+
 class FakeLLM:
     """Answers each prompt with `answers[prompt]` (per character), or echoes a fixed body, n times."""
 
@@ -40,13 +49,14 @@ class FakeLLM:
     answers: dict[str, str] = {}
 
     def __init__(self, model, **kwargs):
+        assert set(kwargs) <= VLLM_LLM_KWARGS, sorted(set(kwargs) - VLLM_LLM_KWARGS)
         self.model, self.kwargs, self.calls = model, kwargs, []
         FakeLLM.made.append(self)
 
     def get_tokenizer(self):
         return CharTokenizer()
 
-    def generate(self, prompts, params, lora_request=None):
+    def generate(self, prompts, params, *, lora_request=None):  # vLLM 0.30: lora_request is keyword-only
         self.calls.append((list(prompts), params, lora_request))
         out = []
         for p in prompts:
@@ -58,12 +68,14 @@ class FakeLLM:
 
 class SamplingParams:
     def __init__(self, **kwargs):
+        assert set(kwargs) <= VLLM_SAMPLING_FIELDS, sorted(set(kwargs) - VLLM_SAMPLING_FIELDS)
         self.__dict__.update(kwargs)
 
 
-class LoRARequest:
-    def __init__(self, name, lora_id, path):
-        self.name, self.lora_id, self.path = name, lora_id, path
+class LoRARequest:  # vLLM 0.30: a msgspec struct (lora_name, lora_int_id >= 1, lora_path)
+    def __init__(self, lora_name, lora_int_id, lora_path=""):
+        assert lora_int_id >= 1 and lora_path
+        self.name, self.lora_id, self.path = lora_name, lora_int_id, lora_path
 
 
 @pytest.fixture
