@@ -152,3 +152,26 @@ def test_gpu_run_installs_exactly_the_missing_or_other_version_pins(tmp_path, mo
     (tmp_path / "trl-1.16.0-py3-none-any.whl").unlink()
     with pytest.raises(SystemExit, match="trl==1.16.0 is missing"):
         g.needed(tmp_path)
+
+
+def test_bench_gpu_keeps_every_row_when_a_trainer_or_the_eval_fails(tmp_path, capsys):
+    """bench.gpu's report reads a failed trainer's row (an OOM) and a failed eval child; write_json is atomic."""
+    import json
+    from types import SimpleNamespace
+
+    from bench import gpu as bench
+
+    res = {"arch": "deepseek-1.3b", "device": "H100", "date": "d", "steps": 3, "batch": 16, "new_tokens": 256,
+           "params_N": 1.35e9, "eval": None,
+           "rows": [{"trainer": "sft", "quant": "lora", "step_s": 1.0, "tokens_per_s": 100.0, "peak_gb": 3.0, "mfu": 0.3},
+                    {"trainer": "ppo", "quant": "lora", "error": "OutOfMemoryError: CUDA out of memory", "peak_gb": 79.0}]}  # fmt: skip
+    out = tmp_path / "b.json"
+    bench.write_json(str(out), res)
+    assert json.loads(out.read_text())["rows"][1]["error"].startswith("OutOfMemoryError")
+    assert [p.name for p in tmp_path.iterdir()] == ["b.json"]  # no temporary left beside it
+    a = SimpleNamespace(arch="no-such-arch", new_tokens=8, eval_samples=1, dataset="humaneval", batch=4, steps=2)
+    res["eval"] = bench.eval_in_child(a, tmp_path)  # the child exits with an error: recorded, not raised
+    assert "error" in res["eval"] and "no-such-arch" in res["eval"]["error"]
+    bench.report(res)
+    printed = capsys.readouterr().out
+    assert "ppo        lora   failed: OutOfMemoryError" in printed and "evaluation generate failed" in printed
