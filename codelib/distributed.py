@@ -1,9 +1,9 @@
 """Several processes: where each rank's model goes, how a sharded adapter is gathered for saving, and what a sharded
 run refuses. The trainers call these at a few places; everything here is a no-op in one process.
 
-- `rank_device_map()`: the `device_map` of a model that places itself (4-bit QLoRA): this rank's own GPU, read from
-  accelerate's state (`PartialState().local_process_index`), never `torch.cuda.current_device()` (GPU 0 on every
-  rank before accelerate has set the device).
+- `rank_device_map()` (from `codelib.models`, where placement lives): the `device_map` of a model that places itself
+  (4-bit QLoRA): this rank's own GPU, read from accelerate's state (`PartialState().local_process_index`), never
+  `torch.cuda.current_device()` (GPU 0 on every rank before accelerate has set the device).
 - `sharding(model)`: "" (one process, DDP), "fsdp1", "fsdp2" or "deepspeed"; `gathered_trainable_state(model)`: the
   full trainable tensors (the LoRA adapter, modules_to_save) of an FSDP-sharded model, a collective every rank
   calls; `save_gathered(accelerator, model, tokenizer, out)`: every rank gathers, the main process writes.
@@ -19,6 +19,11 @@ from __future__ import annotations
 
 import torch
 
+from codelib.models import rank_device_map, save_adapter
+
+__all__ = ["check_update_fits", "gathered_trainable_state", "grpo_batches", "rank_device_map", "refuse_rank0_work",
+           "refuse_sharded_loop", "save_gathered", "sharding"]  # fmt: skip
+
 SHARDED_LOOP = (
     "{kind} shards the weights across processes; our own loops (REINFORCE, PPO, the own-engine GRPO) sample from "
     "the unwrapped policy on each rank, which needs every weight there. Run them with DDP "
@@ -33,17 +38,6 @@ DEEPSPEED = (
     "DeepSpeed is not supported (not pinned, not installed, its accelerate configs were removed; see docs/gpu.md): "
     "use params/accelerate/multi_gpu.yaml (DDP) or params/accelerate/fsdp.yaml (torch FSDP, TRL stages)."
 )
-
-
-def rank_device_map(cuda: bool | None = None) -> dict:
-    """`device_map` for a model that places itself at load (bitsandbytes 4-bit): the whole model on this rank's
-    local device. accelerate's state reads the launcher's LOCAL_RANK, so rank 3 of a node loads onto cuda:3."""
-    from accelerate import PartialState
-
-    cuda = torch.cuda.is_available() if cuda is None else cuda
-    if not cuda:
-        return {"": "cpu"}
-    return {"": PartialState().local_process_index}
 
 
 def _kind(accelerator) -> str:
@@ -138,8 +132,6 @@ def save_gathered(accelerator, model, tokenizer, out, save=None) -> None:
     """Every rank calls this: a sharded model's trainable tensors are gathered (a collective), then the main process
     writes the adapter through `save(unwrapped_model, tokenizer, out, state_dict)` (default:
     `models.save_adapter`). Unsharded, the main process saves its own copy."""
-    from codelib.models import save_adapter
-
     save = save or (lambda m, tok, o, sd: save_adapter(m, tok, o, state_dict=sd))
     state = gathered_trainable_state(model)
     if accelerator.is_main_process:

@@ -20,7 +20,6 @@ from accelerate import PartialState
 from peft import LoraConfig, PeftModel, get_peft_model, prepare_model_for_kbit_training
 from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
 
-from codelib.distributed import rank_device_map
 from codelib.params import resolve
 from codelib.tiny import (
     BOS,
@@ -36,7 +35,7 @@ from codelib.tiny import (
 )
 
 __all__ = ["BOS", "BUILD_FILE", "EOS", "PAD", "TINY_DIR", "TinyBuild", "build_tiny_model", "tiny_texts", "train_tokenizer",
-           "DEFAULT_TARGETS", "adapters_fp32", "add_lora", "load_policy", "lora_config", "merge_adapter", "placement",
+           "DEFAULT_TARGETS", "adapters_fp32", "add_lora", "load_policy", "lora_config", "merge_adapter", "placement", "rank_device_map",
            "save_adapter", "starting_model_dir", "checkpoint_fingerprint"]  # fmt: skip
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -136,6 +135,15 @@ def checkpoint_fingerprint(source: str) -> list:
         if base and base != source:
             out.append(["base", base, checkpoint_fingerprint(base)])
     return out
+
+
+def rank_device_map(cuda: bool | None = None) -> dict:
+    """`device_map` for a model that places itself at load (bitsandbytes 4-bit): the whole model on this rank's
+    local device. accelerate's state reads the launcher's LOCAL_RANK, so rank 3 of a node loads onto cuda:3."""
+    cuda = torch.cuda.is_available() if cuda is None else cuda
+    if not cuda:
+        return {"": "cpu"}
+    return {"": PartialState().local_process_index}
 
 
 def placement(
