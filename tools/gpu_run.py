@@ -102,6 +102,8 @@ class Run:
         self.out, self.budget_s, self.env, self.t0 = out, budget_s, env, time.time()
         self.summary: dict = {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "steps": []}
         out.mkdir(parents=True, exist_ok=True)
+        if (out / "summary.json").exists():  # a run split over several calls: one summary of every step
+            self.summary["steps"] = json.loads((out / "summary.json").read_text()).get("steps", [])
         self.log = (out / "log.txt").open("a")
 
     def left(self) -> float:
