@@ -306,8 +306,15 @@ def _strip_wrapper_names(path: Path) -> None:
     with safe_open(str(path), "pt") as f:
         metadata = f.metadata()
         tensors = {k: f.get_tensor(k) for k in f.keys()}
-    if any("_fsdp_wrapped_module." in k for k in tensors):
-        save_file({k.replace("_fsdp_wrapped_module.", ""): v for k, v in tensors.items()}, str(path), metadata)
+    wrappers = ("_fsdp_wrapped_module.", "_checkpoint_wrapped_module.", "_orig_mod.")  # FSDP, activation ckpt, compile
+
+    def clean(k: str) -> str:
+        for w in wrappers:
+            k = k.replace(w, "")
+        return k
+
+    if any(w in k for k in tensors for w in wrappers):
+        save_file({clean(k): v for k, v in tensors.items()}, str(path), metadata)
 
 
 def merge_adapter(
