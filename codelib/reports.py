@@ -40,7 +40,7 @@ class PlotsConfig:
     checkpoints: list[str] = field(default_factory=list)  # evaluated checkpoints to show; [] for every one found
     smoothing: int = 5  # moving-average window for curves (1: raw)
     heatmap_tasks: int = 60  # at most this many tasks in the per-task heat map
-    out_dir: str = ""  # figures and tables go here; empty: checkpoints/<profile>/plots/ (pipeline: reports/<profile>)
+    out_dir: str = ""  # figures go here; empty: checkpoints/<profile>/plots/ (the pipeline passes reports/<profile>)
 
 
 def out_dir(cfg: PlotsConfig) -> Path:

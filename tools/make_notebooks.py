@@ -219,17 +219,18 @@ register(
     "Training curves of every stage (with the execution telemetry: verdict classes of the rollouts, zero-variance "
     "groups, the sandbox's share of a step), held-out pass@1 during training beside the training pass rate, pass@1 "
     "per checkpoint with 95% intervals, the verdict classes of the eval samples, the length–accuracy trade-off, pass@k "
-    "curves, a per-task heat map, the results table and the comparison of algorithms. In: checkpoints/<profile>/. Out: "
-    "`out_dir`/figures/*.png and `out_dir`/comparison.md / .csv, where `out_dir` empty is a scratch folder, "
-    "checkpoints/<profile>/plots/ (the pipeline passes reports/<profile>/), so a run to look never overwrites the "
-    "committed figures; the results table is the eval stage's (reports/<profile>/results.md), shown here.",
+    "curves, a per-task heat map, the results table and the evaluated stages side by side. In: checkpoints/<profile>/. "
+    "Out: `out_dir`/figures/*.png, where `out_dir` empty is a scratch folder, checkpoints/<profile>/plots/ (the "
+    "pipeline passes reports/<profile>/), so a run to look never overwrites the committed figures; the results table "
+    "is the eval stage's (reports/<profile>/results.md) and the full comparison of algorithms `make compare`'s "
+    "(reports/<profile>/comparison.md), both shown, neither written here.",
     "codelib.reports.PlotsConfig",
     "07_plots.yaml",
     [
         "from IPython.display import Markdown, display\nfrom codelib import reports\n\npaths = reports.make_all(cfg)",
         "display(Markdown(reports.reports_root().joinpath(cfg.profile, 'results.md').read_text()))",
-        "## Every algorithm evaluated on this profile (pipeline stages and variants)",
-        "from codelib import comparison\n\ntable = comparison.write_comparison(cfg.profile, out=reports.out_dir(cfg))\ndisplay(Markdown(reports.out_dir(cfg).joinpath('comparison.md').read_text()))",
+        "## The stages shown here side by side (the full comparison is `make compare`'s comparison.md)",
+        "from codelib import comparison\n\nsummaries = reports.load_summaries(cfg.profile, cfg.checkpoints or None)\ndisplay(Markdown(comparison.comparison_markdown(cfg.profile, comparison.comparison_frame(cfg.profile, summaries), summaries=summaries)))",
     ],
 )
 register(
