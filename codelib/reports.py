@@ -191,21 +191,54 @@ def is_online(rows: list[dict]) -> bool:
     return any(finite(r.get("reward_mean")) or finite(r.get("pass_rate")) for r in rows)
 
 
+LINESTYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D", "v")
+
+
+def styles_of(names) -> dict[str, int]:
+    """name -> its rank among the names of the same stage (0 for the first): two runs of one stage share its colour
+    and differ by line style (`LINESTYLES`) or marker (`MARKERS`)."""
+    seen: dict[str, int] = {}
+    out = {}
+    for n in names:
+        stage = stage_of(n)
+        key = stage.name if stage else n
+        out[n] = seen.get(key, 0)
+        seen[key] = out[n] + 1
+    return out
+
+
+def _same_as(rows: list[dict], key: str, others: tuple[str, ...], tol: float) -> bool:
+    """Whether a run's `key` is within tol of one of `others` at every step that logged both."""
+    for other in others:
+        pairs = [(r[key], r[other]) for r in rows if finite(r.get(key)) and finite(r.get(other))]
+        if pairs and all(abs(a - b) <= tol for a, b in pairs):
+            return True
+    return False
+
+
 def plot_training_curves(profile: str, stages: list[str], window: int = 5):
     """The online RL runs side by side: reward, rollout pass rate, length, KL, clipping, zero-variance groups, the
-    sandbox's share, the rollouts' verdict classes and each reward term. One colour per stage (codelib.stages);
-    a quantity a run did not compute is written "not computed" in its panel, never drawn as 0; a panel that is 0 in
-    every run is left out and named below. Losses are not drawn here: each algorithm's loss means something else
-    (each stage's notebook plots its own)."""
+    sandbox's share, the rollouts' verdict classes and each reward term. One colour per stage (codelib.stages; a
+    second run of a stage dashed); a quantity a run did not compute is written "not computed" in its panel, never
+    drawn as 0. Left out and named below: a panel that is 0 in every run, the mean reward where it is the pass rate
+    within 0.01 in every run, and a reward term that repeats the reward or the pass rate. Losses are not drawn here:
+    each algorithm's loss means something else (each stage's notebook plots its own)."""
     loaded = {s: rows for s, rows in load_metrics(profile, stages).items() if rows}
     metrics = {s: rows for s, rows in loaded.items() if is_online(rows)}
     offline = [label_of(s) for s in loaded if s not in metrics]
+    style = styles_of(metrics)
     keys = {k for rows in metrics.values() for r in rows for k in r}
     terms = sorted(k for k in keys if k.startswith("rewards/") and k.endswith("/mean"))
     panels = [(k, t, p) for k, t, p in CURVES if k in keys]
-    if len(terms) > 1:  # one term is the reward itself: its panel would repeat reward_mean
-        panels += [(t, title_of(t), False) for t in terms]
-    zero, kept = [], []
+    panels += [(t, title_of(t), False) for t in terms
+               if not all(_same_as(rows, t, ("reward_mean", "pass_rate"), 1e-6) for rows in metrics.values()
+                          if any(finite(r.get(t)) for r in rows))]  # fmt: skip
+    zero, kept, notes = [], [], []
+    if "reward_mean" in keys and metrics and all(_same_as(rows, "reward_mean", ("pass_rate",), 0.01)
+                                                 for rows in metrics.values()):  # fmt: skip
+        panels = [pn for pn in panels if pn[0] != "reward_mean"]
+        notes.append("mean reward: the pass rate within 0.01 in every run (not drawn)")
     for key, title, p in panels:
         vals = [v for rows in metrics.values() for v in points(rows, key)[1]]
         if vals and all(v == 0 for v in vals):
@@ -221,10 +254,16 @@ def plot_training_curves(profile: str, stages: list[str], window: int = 5):
         for stage, rows in metrics.items():
             x, y = points(rows, key, 100.0 if p else 1.0)
             if x:
-                ax.plot(x, smooth(y, window), color=color_of(stage), lw=1.5)
+                ax.plot(x, smooth(y, window), color=color_of(stage), lw=1.5,
+                        ls=LINESTYLES[style[stage] % len(LINESTYLES)])  # fmt: skip
             else:
                 missing.append(label_of(stage))
-        mark_not_computed(ax, missing, everything=len(missing) == len(metrics))
+        term = key.startswith("rewards/")
+        if term and missing and len(missing) < len(metrics):
+            ax.text(0.02, 0.97, "not in the reward of: " + ", ".join(missing), transform=ax.transAxes, ha="left",
+                    va="top", fontsize=7, color="0.35", bbox={"facecolor": "white", "edgecolor": "0.8", "alpha": 0.85})  # fmt: skip
+        else:
+            mark_not_computed(ax, missing, everything=len(missing) == len(metrics))
         ax.set_title(title, fontsize=10)
         if len(missing) < len(metrics):
             ax.set_xlabel("step")
@@ -235,11 +274,12 @@ def plot_training_curves(profile: str, stages: list[str], window: int = 5):
         ax.axis("off")
     if not metrics:
         mark_not_computed(axes.flat[0], [], everything=True)
-    outside_legend(fig, [Line2D([], [], color=color_of(s), lw=2, label=label_of(s)) for s in metrics], "stage")
+    handles = [Line2D([], [], color=color_of(s), lw=2, ls=LINESTYLES[style[s] % len(LINESTYLES)], label=label_of(s))
+               for s in metrics]  # fmt: skip
+    outside_legend(fig, handles, "stage")
     fig.suptitle(f"Training curves of the online RL stages ({profile}; moving average over {window} steps)")
-    notes = []
     if offline:
-        notes.append(f"{', '.join(offline)}: offline (no rollouts), curves in their own notebooks")
+        notes.insert(0, f"{', '.join(offline)}: offline (no rollouts), curves in their own notebooks")
     if zero:
         notes.append(f"0 throughout in every run: {', '.join(zero)}")
     if notes:
@@ -277,11 +317,13 @@ def plot_length_accuracy(summaries: dict[str, dict]):
     of a few tenths of a token is drawn as the small thing it is: the length axis spans at least +-25% of the mean."""
     fig, ax = plt.subplots(figsize=(7, 4.2), layout="constrained")
     handles = []
+    style = styles_of(summaries)
     for n, s in summaries.items():
         lo, hi = _ci(s)
-        ax.errorbar(s["avg_tokens"], 100 * s["pass@1"], yerr=[[lo], [hi]], fmt="o", capsize=3, color=color_of(n),
+        marker = MARKERS[style[n] % len(MARKERS)]
+        ax.errorbar(s["avg_tokens"], 100 * s["pass@1"], yerr=[[lo], [hi]], fmt=marker, capsize=3, color=color_of(n),
                     markersize=7)  # fmt: skip
-        handles.append(Line2D([], [], marker="o", ls="", color=color_of(n), label=n))
+        handles.append(Line2D([], [], marker=marker, ls="", color=color_of(n), label=n))
     xs = [s["avg_tokens"] for s in summaries.values()] or [1.0]
     mid = (min(xs) + max(xs)) / 2
     half = max(0.25 * mid, 0.6 * (max(xs) - min(xs)), 0.5)  # at least +-25% of the length: noise stays small

@@ -82,11 +82,15 @@ def legend_clear(fig) -> None:
 
 
 def line_colors(ax) -> set[str]:
-    return {to_hex(ln.get_color()).lower() for ln in ax.get_lines() if ln.get_xdata() is not None and len(ln.get_xdata())}
+    return {
+        to_hex(ln.get_color()).lower() for ln in ax.get_lines() if ln.get_xdata() is not None and len(ln.get_xdata())
+    }
 
 
 def texts(fig) -> str:
-    return " ".join(t.get_text() for ax in fig.axes for t in ax.texts) + " " + " ".join(t.get_text() for t in fig.texts)
+    return (
+        " ".join(t.get_text() for ax in fig.axes for t in ax.texts) + " " + " ".join(t.get_text() for t in fig.texts)
+    )
 
 
 def test_training_curves_colours_not_computed_and_no_loss_mix(runs):
@@ -102,7 +106,10 @@ def test_training_curves_colours_not_computed_and_no_loss_mix(runs):
     assert line_colors(kl) == {color_of("ppo").lower()}
     assert any("not computed" in t.get_text() and "GRPO" in t.get_text() for t in kl.texts)
     # every stage in the registry's colour, offline stages named instead of drawn
-    assert line_colors(titles["training rollouts that pass (%)"]) == {color_of("ppo").lower(), color_of("grpo").lower()}
+    assert line_colors(titles["training rollouts that pass (%)"]) == {
+        color_of("ppo").lower(),
+        color_of("grpo").lower(),
+    }
     assert "SFT" in fig._supxlabel.get_text() and "DPO" in fig._supxlabel.get_text()
     # shares in %: the values are scaled, the ticks say %
     pr = titles["training rollouts that pass (%)"]
@@ -184,3 +191,19 @@ def test_make_all_writes_where_asked_and_removes_stale_figures(runs):
     # empty out_dir: a scratch folder beside the checkpoints
     cfg.out_dir = ""
     assert reports.out_dir(cfg) == runs / "checkpoints" / PROFILE / "plots"
+
+
+def test_a_second_run_of_a_stage_is_dashed_and_duplicates_are_named_not_drawn(runs):
+    d = runs / "checkpoints" / PROFILE / "grpo_trl"
+    d.mkdir()
+    (d / "metrics.jsonl").write_text("".join(json.dumps({**r, "rewards/pass/mean": r["pass_rate"]}) + "\n"
+                                             for r in rows("grpo")))  # fmt: skip
+    fig = reports.plot_training_curves(PROFILE, ["ppo", "grpo", "grpo_trl"], window=3)
+    legend = fig.legends[0]
+    styles = {t.get_text(): h.get_linestyle() for t, h in zip(legend.get_texts(), legend.legend_handles, strict=True)}
+    assert styles["GRPO"] == "-" and styles["GRPO (grpo_trl)"] == "--"
+    titles = [ax.get_title() for ax in fig.axes]
+    assert "mean reward of the training rollouts" not in titles  # the reward is the pass rate here
+    assert not any("reward term" in t for t in titles)  # a term equal to the pass rate repeats it
+    assert "mean reward: the pass rate" in fig._supxlabel.get_text()
+    plt.close(fig)
