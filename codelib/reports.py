@@ -561,9 +561,15 @@ def plot_run(run: str | Path, keys: list[str] | None = None, window: int = 5):
     if not rows:
         raise FileNotFoundError(f"no metrics.jsonl rows in {rel(Path(run))}: the run has not logged a step yet")
     logged = {k for r in rows for k in r}
-    keys = keys or [k for k, _, _ in CURVES] + sorted(
-        k for k in logged if k.startswith("rewards/") and k.endswith("/mean")
-    )
+    notes = []
+    if not keys:  # the run's loss, the shared curves and its reward terms, without panels that repeat or stay 0
+        terms = sorted(k for k in logged if k.startswith("rewards/") and k.endswith("/mean"))
+        keys = ["loss"] + [k for k, _, _ in CURVES] + [t for t in terms if not _same_as(rows, t, ("reward_mean",
+                                                                                                 "pass_rate"), 1e-6)]  # fmt: skip
+        zero = [k for k in keys if (v := points(rows, k)[1]) and all(x == 0 for x in v)]
+        keys = [k for k in keys if k not in zero]
+        if zero:
+            notes.append("0 throughout: " + ", ".join(title_of(k).replace(" (%)", "") for k in zero if k in logged))
     keys = [k for k in keys if k in logged]
     color = color_of(Path(run).name)
     cols = max(1, min(3, len(keys)))
@@ -585,6 +591,8 @@ def plot_run(run: str | Path, keys: list[str] | None = None, window: int = 5):
     for ax in list(axes.flat)[len(keys) :]:
         ax.axis("off")
     fig.suptitle(f"{label_of(Path(run).name)}: training metrics (moving average over {window} steps)")
+    if notes:
+        fig.supxlabel("; ".join(notes), fontsize=8, color="0.35")
     return fig
 
 
