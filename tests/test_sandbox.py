@@ -501,9 +501,15 @@ def test_sixteen_idle_workers_use_under_a_gigabyte():
             pids.append(pid)
             todo += [int(c) for c in open(f"/proc/{pid}/task/{pid}/children").read().split()]
         assert len(pids) == 64
+        pss = 0
         for pid in pids:
             rss += int(open(f"/proc/{pid}/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            pss += sum(
+                int(line.split()[1]) << 10 for line in open(f"/proc/{pid}/smaps_rollup") if line.startswith("Pss:")
+            )
+        # RSS counts the pages a worker shares with its init, judge factory and judge once per process; PSS splits them
         assert rss < 1 << 30, f"{rss >> 20} MiB resident"
+        assert pss < 400 << 20, f"{pss >> 20} MiB proportional"
 
 
 def test_fallback_without_root_still_judges_and_cleans_up():
