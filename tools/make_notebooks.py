@@ -281,16 +281,16 @@ register(
     "codelib.trainers.repair.Config",
     "09_repair.yaml",
     [
-        "from IPython.display import Image, Markdown, display\nfrom codelib import explore, launch, reports\nfrom codelib.trainers import repair\n\n# SFT with repair examples mixed in (None when sft_stage is \"\")\nsft_run = repair.train_sft(cfg)\nsft_run",
+        'from IPython.display import Image, Markdown, display\nfrom codelib import explore, launch, reports\nfrom codelib.trainers import repair\n\n# SFT with repair examples mixed in (None when sft_stage is "")\nsft_run = repair.train_sft(cfg)\nsft_run',
         "## Multi-turn RL (RLOO on the last attempt's reward)",
         '# processes > 1 starts `accelerate launch` with a live log instead of training in this kernel\nrun = launch.train("codelib.trainers.repair", cfg, processes=cfg.processes)\nfig = reports.plot_run(run, keys=["reward_mean", "turn1_pass_rate", "retry_share", "repaired_share", "turns_mean", "kl", "loss"])',
         "## Feedback vs empty feedback vs independent samples",
-        "summaries = repair.evaluate(cfg)\nreport = reports.reports_root() / cfg.profile / \"repair\"\ndisplay(Markdown((report / \"summary.md\").read_text()))",
-        "display(Image(report / \"figures\" / \"success_by_turn.png\"), Image(report / \"figures\" / \"differences.png\"))",
+        'summaries = repair.evaluate(cfg)\nreport = reports.reports_root() / cfg.profile / "repair"\ndisplay(Markdown((report / "summary.md").read_text()))',
+        'display(Image(report / "figures" / "success_by_turn.png"), Image(report / "figures" / "differences.png"))',
         "## The probe: tasks whose answer only the tests hold (`probe_eval` > 0)",
-        "probe_figures = [report / \"figures\" / f\"{name}_probe.png\" for name in (\"success_by_turn\", \"differences\")]\ndisplay(*[Image(f) for f in probe_figures if cfg.probe_eval and f.exists()])",
+        'probe_figures = [report / "figures" / f"{name}_probe.png" for name in ("success_by_turn", "differences")]\ndisplay(*[Image(f) for f in probe_figures if cfg.probe_eval and f.exists()])',
         "## Every turn of an episode",
-        "explore.episode_explorer(repair.eval_dir(cfg, list(cfg.eval_checkpoints)[-1]) / \"episodes.jsonl\")",
+        'explore.episode_explorer(repair.eval_dir(cfg, list(cfg.eval_checkpoints)[-1]) / "episodes.jsonl")',
     ],
 )
 
