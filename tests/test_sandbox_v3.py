@@ -681,3 +681,61 @@ def test_mbpp_plus_not_none_tasks_are_judged_outside(box):
         bad = box.map([sandbox.task_job(t, truthy + f"def {t.entry_point}(s):\n    return A()\n", plus=plus)
                        for t in tasks])  # fmt: skip
         assert not any(v.passed for v in bad) and all(v.judge == "outside" for v in bad), bad
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the same verdicts as a throwaway uid: call-based jobs, MBPP+'s truthy tasks, surrogates, tautologies
+
+
+def verdict_jobs() -> list:
+    """(name, job, expected (status, tests_passed, tests_total, judge) or None: any non-pass with clean text)."""
+    from codelib.tasks import Task, load_tasks
+
+    mbpp = {t.task_id: t for t in load_tasks("mbpp_plus", "all")}
+    t83 = next(t for t in load_tasks("humaneval", "all") if t.task_id == "HumanEval/83")
+    sol = "class Solution:\n    def f(self, xs, k):\n        return sum(xs) + k\n"
+    task = Task("t/0", "", "assert f(1) == 1\n", "f", "")
+    return [
+        ("calls-class", Job(sol, kind="calls", tests=SMALL, entry_point="Solution.f"), ("passed", 3, 3, "outside")),
+        (
+            "calls-wrong",
+            Job("def f(xs, k):\n    return 0\n", kind="calls", tests=SMALL, entry_point="f"),
+            ("failed", 1, 3, "outside"),
+        ),  # fmt: skip
+        (
+            "truthy-737",
+            sandbox.task_job(mbpp["Mbpp/737"], mbpp["Mbpp/737"].canonical_solution, plus=True),
+            ("passed", 113, 113, "outside"),
+        ),  # fmt: skip
+        ("tautology-83", sandbox.task_job(t83, "    return None\n"), ("failed", 0, 5, "outside")),
+        ("surrogate", sandbox.task_job(task, "def f(x):\n    raise ValueError('\\ud800 \\udfff')\n"), None),
+    ]
+
+
+VERDICT_BATTERY = r"""
+import pickle, warnings
+from codelib.sandbox import Sandbox
+jobs = pickle.loads(bytes.fromhex(params["jobs"]))
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    box = Sandbox(workers=1, timeout_s=15)
+for (name, job, _), v in zip(jobs, box.map([j for _, j, _ in jobs])):
+    emit(name=name, got=[v.status, v.tests_passed, v.tests_total, v.judge], text=(v.detail + v.stdout).encode("utf-8", "surrogatepass").hex())
+box.close()
+"""
+
+
+def test_call_truthy_tautology_and_surrogate_verdicts_as_a_throwaway_user():
+    import pickle
+
+    from tests.test_sandbox_attacks import as_throwaway_user
+
+    jobs = verdict_jobs()
+    out = as_throwaway_user(VERDICT_BATTERY, jobs=pickle.dumps(jobs).hex())
+    got = {x["name"]: x for x in out["lines"] if "name" in x}
+    for name, _, want in jobs:
+        if want is not None:
+            assert tuple(got[name]["got"]) == want, (name, got[name])
+        else:
+            assert got[name]["got"][0] != "passed", got[name]
+        bytes.fromhex(got[name]["text"]).decode("utf-8")  # strict: no lone surrogate survived
