@@ -199,6 +199,26 @@ def run_fingerprint(params_file: Path) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def same_config(run: Path, params_file: Path) -> bool:
+    """Whether `run` finished (its adapter and kept.json or train_summary.json exist) training exactly what
+    `params_file` asks for (its config.json holds the same Config fields), e.g. a stage the pipeline trained."""
+    from codelib.params import config_to_dict, load_config
+    from codelib.stages import STAGES
+
+    if not (run / "config.json").exists() or not (run / "adapter_model.safetensors").exists():
+        return False
+    if not (
+        (run / "kept.json").exists() or (run / "train_summary.json").exists() or (run / "trainer_state.json").exists()
+    ):
+        return False
+    number = params_file.name[:2]
+    stage = next(s for n, s in STAGES.items() if n.startswith(number) and s.kind == "train")
+    want = config_to_dict(load_config(stage.config_class(), params_file))
+    have = json.loads((run / "config.json").read_text())
+    ignore = {"workers", "threads", "report_to", "save_every", "processes"}
+    return all(have.get(k) == v for k, v in want.items() if k not in ignore)
+
+
 def train_missing(spec: Path, dry_run: bool = False) -> list[str]:
     """Train every run of a comparison spec (`runs: name -> params file`) that has no current run: no done.json, or
     one written for other params. Each run trains in its own process (as `python -m <trainer> <params>`), resuming
@@ -215,10 +235,10 @@ def train_missing(spec: Path, dry_run: bool = False) -> list[str]:
         run = resolve(f"checkpoints/{merged.get('profile', 'tiny')}/{merged.get('stage', name)}")
         done = run / "done.json"
         fp = run_fingerprint(params_file)
-        if done.exists() and json.loads(done.read_text()).get("params") == fp:
-            print(f"[compare] {name}: current ({done}), kept")
+        if done.exists() and json.loads(done.read_text()).get("params") == fp or same_config(run, params_file):
+            print(f"[compare] {name}: current ({run}), kept")
             continue
-        print(f"[compare] {name}: training ({params_file.relative_to(spec.parent.parent.parent)})", flush=True)
+        print(f"[compare] {name}: training ({rel})", flush=True)
         trained.append(name)
         if dry_run:
             continue

@@ -109,13 +109,15 @@ def test_merged_model_logits_equal_adapter_logits(tiny_sft, tmp_path):
     adapter, tok = load_policy(tiny_sft)
     merged_dir = merge_adapter(tiny_sft, tmp_path / "merged")
     merged, _ = load_policy(merged_dir)
-    ids = torch.tensor([tok("def f(x):\n    return x + 1\n")["input_ids"]])
+    ids = torch.tensor([tok("def f(x):\n    return x + 1\n")["input_ids"]], device=adapter.device)
     with torch.no_grad():
-        a, m = adapter(ids).logits, merged(ids).logits
+        a, m = adapter(ids).logits, merged(ids.to(merged.device)).logits.to(a.device)
     with adapter.disable_adapter(), torch.no_grad():
         base = adapter(ids).logits
     assert (a - base).abs().max() > 1e-4  # the adapter does change the logits
-    assert torch.allclose(a, m, atol=1e-4)
+    # fp32 (CPU): equal to rounding; bf16 (a GPU): the merged weights are rounded to 8 significant bits (#32)
+    atol = 1e-4 if merged.dtype == torch.float32 else 2**-6 * float(a.abs().max())
+    assert torch.allclose(a.float(), m.float(), atol=atol)
 
 
 @pytest.mark.slow

@@ -58,6 +58,12 @@ def _ratio_stats(ratio: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor, low
                 "ratio_mean": float(r.mean()), "ratio_max": float(r.max())}  # fmt: skip
 
 
+def _ratio(logp, logp_old, mask):
+    """exp(logp - logp_old) on completion tokens, 1 elsewhere; the log-ratio clamped to +-20 as verl does, so a
+    position outside the mask (whose two forwards may differ) never makes inf * 0 = NaN."""
+    return torch.exp(torch.where(mask.bool(), logp - logp_old, torch.zeros_like(logp)).clamp(-20, 20))
+
+
 @_register(POLICY_LOSSES, "pg")
 def pg(logp, logp_old, adv, mask, eps_low=0.2, eps_high=0.2, dual_clip=0.0):
     """-A * log pi per token: the plain policy gradient; no ratio, so no ratio statistics."""
@@ -67,7 +73,7 @@ def pg(logp, logp_old, adv, mask, eps_low=0.2, eps_high=0.2, dual_clip=0.0):
 @_register(POLICY_LOSSES, "clip")
 def clip(logp, logp_old, adv, mask, eps_low=0.2, eps_high=0.2, dual_clip=0.0):
     """PPO-Clip with clip-higher (eps_high) and optional dual clip (c = dual_clip > 1)."""
-    ratio = torch.exp(logp - logp_old)
+    ratio = _ratio(logp, logp_old, mask)
     loss1, loss2 = -adv * ratio, -adv * torch.clamp(ratio, 1 - eps_low, 1 + eps_high)
     loss = torch.max(loss1, loss2)
     if dual_clip:
@@ -89,7 +95,7 @@ def gspo(logp, logp_old, adv, mask, eps_low=3e-4, eps_high=4e-4, dual_clip=0.0):
 def cispo(logp, logp_old, adv, mask, eps_low=1.0, eps_high=4.0, dual_clip=0.0):
     """CISPO: -sg(clip(rho, 1 - eps_low, 1 + eps_high)) * A * log pi; eps_low 1 leaves the weight unbounded below
     (TRL's cispo caps it above only, at 1 + eps_high)."""
-    ratio = torch.exp(logp - logp_old)
+    ratio = _ratio(logp, logp_old, mask)
     weight = torch.clamp(ratio, 1 - eps_low, 1 + eps_high).detach()
     return -weight * adv * logp, _ratio_stats(ratio, adv, mask, 1 - eps_low, 1 + eps_high)
 

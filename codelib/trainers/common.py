@@ -25,9 +25,9 @@ from accelerate.utils import gather_object
 from codelib import checkpoints, metrics, rewards, rollout
 from codelib.algorithms.advantages import zero_std_groups
 from codelib.algorithms.losses import KL_ESTIMATORS
+from codelib.distributed import refuse_sharded_loop
 from codelib.eval_sampling import EVAL_SAMPLING
 from codelib.generation import generate, stops_for
-from codelib.distributed import refuse_sharded_loop
 from codelib.models import DEFAULT_TARGETS, add_lora, save_adapter
 from codelib.params import atomic_write_json, config_to_dict, run_dir
 from codelib.tasks import load_tasks
@@ -266,6 +266,11 @@ class OnlineRun:
             atomic_write_json(self.out / "config.json", {"stage": cfg.stage, "algorithm": algorithm, "label": label,
                                                          **fields})  # fmt: skip
         self.tasks = load_tasks(cfg.dataset, cfg.split)[: cfg.limit or None]
+        ranks = self.acc.num_processes
+        minibatch = getattr(cfg, "minibatch_size", 0)
+        if cfg.batch_size % ranks or minibatch % ranks:
+            raise ValueError(f"batch_size ({cfg.batch_size}) and minibatch_size ({minibatch}) must divide by the number "
+                             f"of processes ({ranks}): every rank takes the same share of a step")  # fmt: skip
         self.reward = rewards.make_rewards(cfg.rewards)
         model, self.tokenizer = add_lora(cfg)
         heads = {k: m.to(self.acc.device) for k, m in (heads(model) if heads else {}).items()}

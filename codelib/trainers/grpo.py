@@ -91,7 +91,15 @@ class Config(TrainEvalConfig):
             raise ValueError("use_vllm with load_in_4bit: TRL copies the trained weights into vLLM, whose copy of the "
                              "base is bf16, not bitsandbytes' 4-bit tensors. Set load_in_4bit: false (1.3B and 7B LoRA "
                              "fit one 80 GB GPU in bf16; docs/gpu.md) or use_vllm: false")  # fmt: skip
+        if self.loss_type == "cispo":
+            self.clip_eps_high = self.clip_eps_high or 5.0  # TRL would cap at epsilon (0.2): both backends get 5.0
+            if self.clip_eps_high <= 1:
+                raise ValueError(f"loss_type cispo: clip_eps_high is the cap on the importance weight itself (e.g. "
+                                 f"5.0), so it must be > 1; you gave {self.clip_eps_high}")  # fmt: skip
         if self.backend == "own":
+            if self.loss_type == "cispo" and self.importance_sampling_level == "sequence":
+                raise ValueError("loss_type cispo with importance_sampling_level sequence runs on TRL only: set "
+                                 "backend: trl, or importance_sampling_level: token")  # fmt: skip
             if self.loss_type not in OWN_LOSS_TYPES:
                 raise ValueError(f"loss_type {self.loss_type} runs on TRL only: set backend: trl (or use one of "
                                  f"{', '.join(OWN_LOSS_TYPES)})")  # fmt: skip
@@ -141,7 +149,7 @@ def engine_config(cfg: Config) -> online.Config:
         ppo_epochs=cfg.num_iterations,
         minibatch_size=cfg.prompts_per_step * cfg.num_generations // cfg.steps_per_generation,
         clip_eps=1.0 if cispo else cfg.clip_eps,  # TRL's CISPO bounds the weight above only
-        clip_eps_high=(cfg.clip_eps_high - 1 if cfg.clip_eps_high else 4.0) if cispo else cfg.clip_eps_high,
+        clip_eps_high=cfg.clip_eps_high - 1 if cispo else cfg.clip_eps_high,  # CISPO: the cap is 1 + this
         kl_coef=cfg.beta,
         kl_estimator=cfg.kl_estimator,
         kl_placement=cfg.kl_placement,

@@ -41,7 +41,9 @@ class Config(OnlineConfig):
     batch_size: int = 16  # tasks per rollout batch
     samples_per_task: int = 8  # completions per task (the group)
     ppo_epochs: int = 1  # passes over each rollout batch
-    minibatch_size: int = 0  # completions per gradient step; 0 for the whole batch (one update per pass)
+    minibatch_size: int = (
+        0  # completions per gradient step over all processes; 0 for the whole batch (one update per pass)
+    )
     clip_eps: float = 0.2  # ratio clip range (the lower one when clip_eps_high is set)
     clip_eps_high: float = 0.0  # upper clip 1 + clip_eps_high (DAPO's clip-higher, e.g. 0.28); 0 for clip_eps
     dual_clip: float = 0.0  # c > 1: a negative advantage's loss is bounded by -c A (dual-clip PPO); 0 off
@@ -126,7 +128,8 @@ def value_head(model) -> dict[str, torch.nn.Module]:
 
 def value_loss_of(values, returns, mask, values_old=None, clip: float = 0.0) -> torch.Tensor:
     """Mean squared error of V_t against the returns over completion tokens; with clip > 0 the larger of the plain and
-    the clipped error (V_old + clamp(V - V_old, -clip, clip)), as PPO2 and OpenRLHF clip the value update."""
+    the clipped error (V_old + clamp(V - V_old, -clip, clip)), as PPO2 and OpenRLHF clip the value update. No 1/2
+    factor: value_coef 0.5 here weighs the value loss as value_coef 1.0 does in verl's and TRL's units."""
     err = (values - returns) ** 2
     if clip > 0 and values_old is not None:
         clipped = values_old + (values - values_old).clamp(-clip, clip)
@@ -209,8 +212,8 @@ def train(cfg: Config, label: str | None = None, record: dict | None = None) -> 
         if cfg.mask_truncated and ro.finished is not None:
             mask = mask * ro.finished.to(device)[:, None]
             batch = Batch(batch.input_ids, batch.attention_mask, mask)
-        n = len(ro.completion_ids)
-        mb = cfg.minibatch_size or n
+        n = len(ro.completion_ids)  # this rank's rows; minibatch_size counts the whole step's, over every rank
+        mb = cfg.minibatch_size // run.acc.num_processes or n
         due = run.reference_due(step)  # a KL term, or the logged KL's step
         with torch.no_grad():
             ref_logp = reference_logprobs(run.policy, batch, cfg.shared_prefix, temp) if due else None
