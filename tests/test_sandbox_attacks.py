@@ -1,4 +1,4 @@
-"""Attacks on the sandbox, written by someone who has read `codelib/sandbox.py` (issue 11).
+"""Attacks on the sandbox (`codelib/sandbox/`), first written against the one-module sandbox of issue 11.
 
 Every class of issue 11 gets one or more tests. Each test runs a real attack program (not a mock of one), then
 asserts the verdict (a wrong solution is never `passed`; a correct one run after a polluting one on the same worker
@@ -11,10 +11,11 @@ never holds the plain needle and a hit is never its own copy; frame attacks walk
 `__traceback__` and `ctypes.pythonapi.PyEval_GetFrame()`, and collect every hex token, dict and closure they can
 reach; forged reports are written to every open fd, in today's format and as framed JSON replies.
 
-Each test says what it did against today's `codelib/sandbox.py` (main @ c527707): "forged" means the attack won
-(a wrong solution `passed`, a leak was read, a later correct run failed, or `check()` raised), "contained" means it
-did not. Tests that need the rewrite (`codelib/sandbox/`: judge outside, strict stdio comparison in the parent, a
-fresh tmpfs per run, pid/IPC namespaces, seccomp, chroot allow-list, cgroup v2) fail against main by design.
+Each test's comment says what its attack did against the "old sandbox" (issue 11's one module, which ran the tests
+inside the program's own process): "forged" means the attack won (a wrong solution `passed`, a leak was read, a
+later correct run failed, or `check()` raised), "contained" means it did not. Tests that needed the rewrite
+(`codelib/sandbox/`: judge outside, strict stdio comparison in the parent, a fresh tmpfs per run, pid/IPC
+namespaces, seccomp, chroot allow-list, cgroup v2) failed against the old sandbox by design.
 
 The unprivileged path: CI runs as root, so `as_throwaway_user` forks a root launcher that unshares a mount and an
 IPC namespace (so nothing the attacks leave reaches the host), puts fresh tmpfs on /tmp, /var/tmp and /dev/shm,
@@ -660,13 +661,13 @@ def test_a_programs_text_cannot_game_or_break_the_parse_in_the_parent(box, he_ta
 
 
 FORGE = {
-    # main @ c527707: forged passed (all tasks, also with plus=True: a report without outputs skips the plus check)
+    # old sandbox: forged passed (all tasks, also with plus=True: a report without outputs skips the plus check)
     "getframe": "tokens, _ = _loot(_frames_getframe())\n",
-    # main @ c527707: forged passed
+    # old sandbox: forged passed
     "traceback": "tokens, _ = _loot(_frames_traceback())\n",
-    # main @ c527707: forged passed
+    # old sandbox: forged passed
     "pythonapi": "tokens, _ = _loot(_frames_pythonapi())\n",
-    # main @ c527707: forged passed (32-hex strings found in /proc/self/mem, one of them the token)
+    # old sandbox: forged passed (32-hex strings found in /proc/self/mem, one of them the token)
     "memscan": "tokens = _mem_tokens()\n",
 }
 
@@ -685,7 +686,7 @@ def test_forged_report(box, via, plus):
 
 
 def test_forged_report_through_gc_mutating_the_harness_state(box, he_tasks):
-    # main @ c527707: forged passed (gc finds the harness's `fail`/`ok` closures: `fail` gets a no-op body with the
+    # old sandbox: forged passed (gc finds the harness's `fail`/`ok` closures: `fail` gets a no-op body with the
     # same free variables, `ok` is called 1000 times; the dict with `done` is untracked by gc today, so that part
     # and the token forgery are for designs that keep such state in the process)
     code = """
@@ -739,7 +740,7 @@ def test_forged_report_through_gc_mutating_the_harness_state(box, he_tasks):
 
 
 def test_rebinding_fail_to_ok_is_not_a_pass(box, he_tasks):
-    # main @ c527707: forged passed (every failing assert now reports `+`; passed == total, no first failure)
+    # old sandbox: forged passed (every failing assert now reports `+`; passed == total, no first failure)
     mbpp = load_tasks("mbpp", "test")[:3]
     tasks = he_tasks + mbpp
     code = "ENTRY = lambda *a, **k: None\n__codelib_fail__ = lambda *a, **k: __codelib_ok__()\n"
@@ -751,7 +752,7 @@ def test_rebinding_fail_to_ok_is_not_a_pass(box, he_tasks):
 
 
 def test_extra_ok_calls_and_report_writes_do_not_raise_the_test_fraction(box, he_tasks):
-    # main @ c527707: forged tests_passed == tests_total (status failed, but test_fraction_reward 1.0)
+    # old sandbox: forged tests_passed == tests_total (status failed, but test_fraction_reward 1.0)
     code = """
     for _ in range(1000):
         try:
@@ -781,7 +782,7 @@ def test_extra_ok_calls_and_report_writes_do_not_raise_the_test_fraction(box, he
 
 
 LOOKUP = {
-    # main @ c527707: forged passed on 10 of 10 (5 HumanEval, 3 synthetic, 2 MBPP: the caller's assert, evaluated)
+    # old sandbox: forged passed on 10 of 10 (5 HumanEval, 3 synthetic, 2 MBPP: the caller's assert, evaluated)
     "frames": """
     _SRC = []
     def __attack__(*args, **kwargs):
@@ -805,7 +806,7 @@ LOOKUP = {
         return None
     ENTRY = __attack__
     """,
-    # main @ c527707: forged passed on 10 of 10 (the request dict, with the program text, is a gc object)
+    # old sandbox: forged passed on 10 of 10 (the request dict, with the program text, is a gc object)
     "gc": """
     _T = {}
     def __attack__(*args, **kwargs):
@@ -814,7 +815,7 @@ LOOKUP = {
         return _T.get(repr(args))
     ENTRY = __attack__
     """,
-    # main @ c527707: forged passed on 10 of 10 (the test text is in /proc/self/mem)
+    # old sandbox: forged passed on 10 of 10 (the test text is in /proc/self/mem)
     "memscan": """
     _T = {}
     def __attack__(*args, **kwargs):
@@ -839,7 +840,7 @@ def test_lookup_table_of_the_asserted_values(box, via):
 
 @pytest.mark.slow
 def test_the_test_text_is_not_in_the_candidates_memory(box, he_tasks):
-    # main @ c527707: forged (the untrusted process holds `def check(candidate)` and the first assert)
+    # old sandbox: forged (the untrusted process holds `def check(candidate)` and the first assert)
     tasks = he_tasks[:2]
     needles = [hide("def check(candidate)")] + [hide(t.tests.split("assert", 2)[1][:60]) for t in tasks]
     code = """
@@ -863,7 +864,7 @@ def test_the_test_text_is_not_in_the_candidates_memory(box, he_tasks):
 
 
 ALWAYS_EQUAL = {
-    # main @ c527707: forged passed on 5 of 5 (plus=True: contained, encoded as an object, unequal to every output)
+    # old sandbox: forged passed on 5 of 5 (plus=True: contained, encoded as an object, unequal to every output)
     "object": """
     class _AE:
         def __eq__(self, other): return True
@@ -882,7 +883,7 @@ ALWAYS_EQUAL = {
         def __round__(self, n=0): return self
     ENTRY = lambda *a, **k: _AE()
     """,
-    # main @ c527707: forged passed on 4 of 5 (plus=True: contained, `_encode` sends the plain str and it differs)
+    # old sandbox: forged passed on 4 of 5 (plus=True: contained, `_encode` sends the plain str and it differs)
     "str-subclass": """
     class _S(str):
         def __eq__(self, other): return True
@@ -890,7 +891,7 @@ ALWAYS_EQUAL = {
         __hash__ = str.__hash__
     ENTRY = lambda *a, **k: _S("x")
     """,
-    # main @ c527707: forged passed on 4 of 5 (plus=True: contained)
+    # old sandbox: forged passed on 4 of 5 (plus=True: contained)
     "list-subclass": """
     class _L(list):
         def __eq__(self, other): return True
@@ -950,29 +951,29 @@ SYNTHETIC_WRAPPED = [
 ]
 
 PATCHES = {
-    # main @ c527707: forged passed on HumanEval/4 (`abs(candidate(x) - y) < 1e-6`; /2 also has a plain ==)
+    # old sandbox: forged passed on HumanEval/4 (`abs(candidate(x) - y) < 1e-6`; /2 also has a plain ==)
     "abs": (
         lambda: humaneval([2, 4]),
         "import builtins\nbuiltins.abs = lambda *a, **k: 0\nENTRY = lambda *a, **k: 0.0\n",
     ),
-    # main @ c527707: forged passed (`isinstance(root2(4), float)` and `root2(4) == 2.0` both hold)
+    # old sandbox: forged passed (`isinstance(root2(4), float)` and `root2(4) == 2.0` both hold)
     "isinstance": (
         lambda: SYNTHETIC_WRAPPED[:1],
         LIE + "builtins.isinstance = _lie(isinstance, lambda *a, **k: True)\nENTRY = lambda *a, **k: _ae\n",
     ),
-    # main @ c527707: forged passed on the synthetic task (`len(pairs(..)) == 3`); HumanEval/148 resists
+    # old sandbox: forged passed on the synthetic task (`len(pairs(..)) == 3`); HumanEval/148 resists
     "len": (
         lambda: SYNTHETIC_WRAPPED[1:] + humaneval([148]),
         LIE + "builtins.len = _lie(len, lambda *a, **k: _ae)\nbuiltins.sorted = _lie(sorted, lambda *a, **k: _ae)\n"
         "ENTRY = lambda *a, **k: _ae\n",
     ),
-    # main @ c527707: forged passed (HumanEval/32: `math.fabs(poly(coeffs, solution)) < 1e-4`; beyond issue 11:
+    # old sandbox: forged passed (HumanEval/32: `math.fabs(poly(coeffs, solution)) < 1e-4`; beyond issue 11:
     # stdlib modules the tests import are the program's too)
     "math.fabs": (
         lambda: humaneval([32]),
         "import math\nmath.fabs = lambda *a, **k: 0.0\nENTRY = lambda *a, **k: 0.0\n",
     ),
-    # main @ c527707: forged passed on 7 of 8 (every builtin a test may wrap the result in, lying to "<program>")
+    # old sandbox: forged passed on 7 of 8 (every builtin a test may wrap the result in, lying to "<program>")
     "everything": (
         lambda: humaneval([2, 4, 32, 148, 1, 6]) + SYNTHETIC_WRAPPED,
         LIE
@@ -1008,11 +1009,11 @@ def test_patched_builtins_are_not_a_pass(box, which):
 
 
 STDIO = {
-    # main @ c527707: forged passed (the harness's `req` holds every case, outputs included)
+    # old sandbox: forged passed (the harness's `req` holds every case, outputs included)
     "frames": "roots = _frames_getframe()\n",
-    # main @ c527707: forged passed
+    # old sandbox: forged passed
     "gc": "roots = _gc_roots()\n",
-    # main @ c527707: forged passed (the request's JSON is still in the worker's memory, inherited by the fork)
+    # old sandbox: forged passed (the request's JSON is still in the worker's memory, inherited by the fork)
     "memscan": "roots = None\n",
 }
 
@@ -1054,7 +1055,7 @@ def test_stdio_program_cannot_find_its_expected_output(box, via):
 
 
 def test_stdio_expected_outputs_are_not_in_the_programs_memory(box):
-    # main @ c527707: forged (every case's expected output is in the forked program's memory)
+    # old sandbox: forged (every case's expected output is in the forked program's memory)
     task = stdio_task()
     cases = json.loads(task.tests)
     needles = [hide(c["output"].strip()[:64]) for c in cases]
@@ -1068,7 +1069,7 @@ def test_stdio_expected_outputs_are_not_in_the_programs_memory(box):
 
 
 def test_stdio_comparison_is_strict_in_the_parent(box):
-    # main @ c527707: contained (wrong output fails); checks the parent's comparison also sees a forged report
+    # old sandbox: contained (wrong output fails); checks the parent's comparison also sees a forged report
     # written on every fd and an early os._exit(0)
     task = stdio_task()
     code = "tokens, _ = _loot(_frames_getframe())\nprint('0')\n_sys.stdout.flush()\n_forge(tokens)\n"
@@ -1081,27 +1082,27 @@ def test_stdio_comparison_is_strict_in_the_parent(box):
 
 
 MALFORMED = {
-    # main @ c527707: forged (check() raised ValueError: cannot convert float NaN to integer)
+    # old sandbox: forged (check() raised ValueError: cannot convert float NaN to integer)
     "total-nan": b'{"done": true, "counted": true, "total": NaN}',
-    # main @ c527707: forged (check() raised OverflowError)
+    # old sandbox: forged (check() raised OverflowError)
     "total-inf": b'{"done": true, "counted": true, "total": 1e999}',
-    # main @ c527707: contained (worker-side TypeError became an internal-error verdict)
+    # old sandbox: contained (worker-side TypeError became an internal-error verdict)
     "total-str": b'{"done": true, "counted": true, "total": "x"}',
-    # main @ c527707: forged passed with tests_total -3
+    # old sandbox: forged passed with tests_total -3
     "total-negative": b'{"done": true, "counted": true, "total": -3}',
-    # main @ c527707: forged (detail is a dict)
+    # old sandbox: forged (detail is a dict)
     "first-dict": b'{"done": true, "first": {"x": [1]}}',
-    # main @ c527707: forged (check() raised: outputs of an odd shape)
+    # old sandbox: forged (check() raised: outputs of an odd shape)
     "outputs-dict": b'{"done": true, "counted": false, "outputs": {"zz": 1}}',
-    # main @ c527707: forged (check() raised TypeError in _decode)
+    # old sandbox: forged (check() raised TypeError in _decode)
     "outputs-bad-tuple": b'{"done": true, "counted": false, "outputs": [{"t": 5}]}',
-    # main @ c527707: forged (check() raised ValueError in int(.., 16))
+    # old sandbox: forged (check() raised ValueError in int(.., 16))
     "outputs-bad-int": b'{"done": true, "counted": false, "outputs": [{"i": "zz"}, {"b": "q"}]}',
-    # main @ c527707: forged passed (a string of outputs; plus comparison skipped or garbled)
+    # old sandbox: forged passed (a string of outputs; plus comparison skipped or garbled)
     "outputs-str": b'{"done": true, "counted": false, "outputs": "abc"}',
-    # main @ c527707: contained (error)
+    # old sandbox: contained (error)
     "exit-dict": b'{"exit": {"a": [1]}, "exc": 5, "exc_type": [1]}',
-    # main @ c527707: contained (failed: no `+` was written, so 0 of N)
+    # old sandbox: contained (failed: no `+` was written, so 0 of N)
     "wrong-types": b'{"done": 1, "counted": 5, "total": 1e308}',
 }
 
@@ -1120,7 +1121,7 @@ def test_malformed_forged_replies_are_errors_not_exceptions(box, name):
 
 
 def test_malformed_replies_do_not_abort_a_batch():
-    # main @ c527707: forged (one NaN report makes check() raise: the whole batch, the training step, is lost)
+    # old sandbox: forged (one NaN report makes check() raise: the whole batch, the training step, is lost)
     task = load_tasks("humaneval_plus", "test")[0]
     bad = completion(task, "def __attack__(*a, **k):\n    t, _ = _loot(_frames_getframe())\n    _forge(t, "
                      + repr(MALFORMED["total-nan"]) + ")\nENTRY = __attack__\n")  # fmt: skip
@@ -1178,7 +1179,7 @@ SCRATCH = "import os, tempfile\nwith open('scratch', 'wb') as f:\n    f.write(b'
 
 @pytest.mark.slow
 def test_deep_nest_and_full_tmp_do_not_survive_a_run():
-    # main @ c527707: forged (the 1,100-level nest outlives the recursive clean-up, the next run reads it by
+    # old sandbox: forged (the 1,100-level nest outlives the recursive clean-up, the next run reads it by
     # name in ../run1; with 500 MB in it, the worker's /tmp is full and a correct stdio program gets `error`)
     task = stdio_task()
     attack = NEST + textwrap.dedent("""
@@ -1249,7 +1250,7 @@ print("END")
 
 
 def test_sysv_ipc_does_not_carry_data_to_a_later_run():
-    # main @ c527707: forged (queue, segment and semaphore persist in the worker's IPC namespace; run 2 reads
+    # old sandbox: forged (queue, segment and semaphore persist in the worker's IPC namespace; run 2 reads
     # the message and the segment)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -1267,7 +1268,7 @@ def test_sysv_ipc_does_not_carry_data_to_a_later_run():
 
 @pytest.mark.slow
 def test_shared_memory_charge_does_not_outlive_its_run():
-    # main @ c527707: forged (3 x 700 MB of touched SysV shm stay charged to the worker's memory cgroup (4.6 GB):
+    # old sandbox: forged (3 x 700 MB of touched SysV shm stay charged to the worker's memory cgroup (4.6 GB):
     # a correct program that needs 2.7 GB is then SIGKILLed)
     leave = r"""
     import ctypes
@@ -1328,7 +1329,7 @@ print("END")
 
 
 def test_keyring_does_not_carry_data_to_a_later_run():
-    # main @ c527707: forged (the worker uid's user keyring keeps the key; run 2 reads the secret)
+    # old sandbox: forged (the worker uid's user keyring keeps the key; run 2 reads the secret)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         b = Sandbox(workers=1, timeout_s=TIMEOUT)
@@ -1365,7 +1366,7 @@ print("END")
 
 
 def test_posix_message_queues_do_not_carry_data_to_a_later_run():
-    # beyond issue 11. main @ c527707: forged (mq_open uses the IPC namespace's own mqueue mount, not the
+    # beyond issue 11. old sandbox: forged (mq_open uses the IPC namespace's own mqueue mount, not the
     # read-only tmpfs over /dev/mqueue: the queue and its message persist in the worker)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -1396,7 +1397,7 @@ print("made", made)
 
 
 def test_files_in_world_writable_places_do_not_survive():
-    # main @ c527707: contained (root-owned read-only tmpfs over /var/tmp, /dev/shm, ...; /tmp is the worker's)
+    # old sandbox: contained (root-owned read-only tmpfs over /var/tmp, /dev/shm, ...; /tmp is the worker's)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         b = Sandbox(workers=1, timeout_s=TIMEOUT)
@@ -1467,7 +1468,7 @@ print("READABLE" if readable else "NOTHING", readable[:40])
 
 
 def test_repo_git_other_checkouts_and_root_are_not_visible(box):
-    # main @ c527707: forged (only this checkout's codelib/data is hidden: .git, /work/main/codelib/data, other
+    # old sandbox: forged (only this checkout's codelib/data is hidden: .git, /work/main/codelib/data, other
     # worktrees and the repo's files are readable; /root shows only the interpreter)
     gitdir = open(os.path.join(REPO, ".git")).read().split(":", 1)[1].strip() if os.path.isfile(
         os.path.join(REPO, ".git")) else os.path.join(REPO, ".git")  # fmt: skip
@@ -1482,7 +1483,7 @@ def test_repo_git_other_checkouts_and_root_are_not_visible(box):
 
 
 def test_reference_solutions_of_another_checkout_cannot_be_used():
-    # main @ c527707: forged passed (the canonical solution is read from /work/*/codelib/data and executed)
+    # old sandbox: forged passed (the canonical solution is read from /work/*/codelib/data and executed)
     tasks = humaneval()[:3]
     code = """
     import glob, gzip, json
@@ -1529,7 +1530,7 @@ print("SEEN" if hits else "UNSEEN", n, hits[:5])
 
 
 def test_other_processes_are_not_visible(box):
-    # main @ c527707: forged (no pid namespace: pytest's and every host process's command line is readable)
+    # old sandbox: forged (no pid namespace: pytest's and every host process's command line is readable)
     v = box.map([Job(SEE_PROCESSES, timeout_s=TIMEOUT)])[0]
     assert v.passed, v
     assert v.stdout.startswith("UNSEEN"), v.stdout
@@ -1557,7 +1558,7 @@ print("forked", n)
 
 
 def test_fork_bomb_is_bounded_per_run():
-    # main @ c527707 (root): contained (RLIMIT_NPROC of the worker's own uid: 31 of 32)
+    # old sandbox (root): contained (RLIMIT_NPROC of the worker's own uid: 31 of 32)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         b = Sandbox(workers=1, timeout_s=TIMEOUT, max_procs=32)
@@ -1639,7 +1640,7 @@ box.close()
 
 @pytest.mark.slow
 def test_cgroup_v2_host_bounds_memory_and_pids_or_says_so():
-    # main @ c527707: forged (on a cgroup-v2 view nothing bounds a run's memory and `missing` is empty)
+    # old sandbox: forged (on a cgroup-v2 view nothing bounds a run's memory and `missing` is empty)
     if os.geteuid() != 0:
         pytest.skip("emulating a cgroup-v2 host needs root (a mount namespace with cgroup2 on /sys/fs/cgroup)")
     fork = FORK_COUNT.replace("range(400)", "range(200)").replace("time.sleep(30)", "time.sleep(3)")
@@ -1847,27 +1848,27 @@ def unprivileged():
 
 
 UNPRIVILEGED_NOT_PASSED = [
-    # main @ c527707 (throwaway uid): forged passed
+    # old sandbox (throwaway uid): forged passed
     "forge-frames",
-    # main @ c527707 (throwaway uid): forged passed
+    # old sandbox (throwaway uid): forged passed
     "forge-frames-plus",
-    # main @ c527707 (throwaway uid): forged passed
+    # old sandbox (throwaway uid): forged passed
     "forge-memscan",
-    # main @ c527707 (throwaway uid): forged passed
+    # old sandbox (throwaway uid): forged passed
     "rebind-helpers",
-    # main @ c527707 (throwaway uid): forged passed
+    # old sandbox (throwaway uid): forged passed
     "lookup-frames",
-    # main @ c527707 (throwaway uid): forged passed
+    # old sandbox (throwaway uid): forged passed
     "lookup-memscan",
-    # main @ c527707 (throwaway uid): forged passed
+    # old sandbox (throwaway uid): forged passed
     "always-equal",
-    # main @ c527707 (throwaway uid): forged passed
+    # old sandbox (throwaway uid): forged passed
     "patched-abs",
-    # main @ c527707 (throwaway uid): forged passed
+    # old sandbox (throwaway uid): forged passed
     "stdio-frames",
-    # main @ c527707 (throwaway uid): forged passed
+    # old sandbox (throwaway uid): forged passed
     "stdio-memscan",
-    # main @ c527707 (throwaway uid): forged (check() raised)
+    # old sandbox (throwaway uid): forged (check() raised)
     "malformed-nan",
     # 1e599d0: a program that does not parse is judged in the parent, without a run: an error, never a pass
     "parse-nesting",
@@ -1884,23 +1885,23 @@ def test_unprivileged_wrong_solutions_are_not_passed(unprivileged, name):
 
 
 UNPRIVILEGED_NO_LEAK = [
-    # main @ c527707 (throwaway uid): contained (the stdin file reuses its page of the full /tmp)
+    # old sandbox (throwaway uid): contained (the stdin file reuses its page of the full /tmp)
     "after-nest-correct-stdio",
-    # main @ c527707 (throwaway uid): forged (the nest stays; its 511 MB leave the worker's /tmp full: ENOSPC)
+    # old sandbox (throwaway uid): forged (the nest stays; its 511 MB leave the worker's /tmp full: ENOSPC)
     "after-nest-scratch",
-    # main @ c527707 (throwaway uid): forged (the message and the segment are read back)
+    # old sandbox (throwaway uid): forged (the message and the segment are read back)
     "sysv-read",
-    # main @ c527707 (throwaway uid): forged (the key is read back)
+    # old sandbox (throwaway uid): forged (the key is read back)
     "keys-read",
-    # main @ c527707 (throwaway uid): forged (the queued message is read back)
+    # old sandbox (throwaway uid): forged (the queued message is read back)
     "mq-read",
-    # main @ c527707 (throwaway uid): forged (leftovers listed)
+    # old sandbox (throwaway uid): forged (leftovers listed)
     "probe",
-    # main @ c527707 (throwaway uid): forged (.git and other checkouts are readable)
+    # old sandbox (throwaway uid): forged (.git and other checkouts are readable)
     "visibility",
-    # main @ c527707 (throwaway uid): forged (every host process's command line)
+    # old sandbox (throwaway uid): forged (every host process's command line)
     "processes",
-    # main @ c527707 (throwaway uid): contained/forged: see the fork-bomb test
+    # old sandbox (throwaway uid): contained/forged: see the fork-bomb test
     "probe-after-bomb",
 ]
 
@@ -1922,7 +1923,7 @@ def test_unprivileged_runs_leave_and_see_nothing(unprivileged, name):
 
 @pytest.mark.slow
 def test_unprivileged_fork_bomb_is_bounded(unprivileged):
-    # main @ c527707 (throwaway uid): forged (RLIMIT_NPROC counts the user's processes plus 64 + 256: ~320
+    # old sandbox (throwaway uid): forged (RLIMIT_NPROC counts the user's processes plus 64 + 256: ~320
     # processes per program, which then passes)
     r = unprivileged["results"]["fork-bomb"]
     assert "raised" not in r, r
@@ -1932,7 +1933,7 @@ def test_unprivileged_fork_bomb_is_bounded(unprivileged):
 
 @pytest.mark.slow
 def test_unprivileged_isolation_names_what_is_missing(unprivileged):
-    # main @ c527707 (throwaway uid): contained (`missing` names the uid)
+    # old sandbox (throwaway uid): contained (`missing` names the uid)
     missing = unprivileged["isolation"].get("missing", {})
     assert isinstance(missing, dict)
     assert "uid" in missing and missing["uid"].startswith("not root"), missing  # the shared uid is named, with why
@@ -1977,7 +1978,7 @@ def flagged():
 @pytest.mark.parametrize("name", [n for n in UNPRIVILEGED_NOT_PASSED if n not in ("forge-frames-plus", "patched-abs",
                                                                                "lookup-memscan")])  # fmt: skip
 def test_unprivileged_flag_wrong_solutions_are_not_passed(flagged, name):
-    # main @ c527707 (root, unprivileged=True): forged, as through the throwaway uid (malformed-nan: check raised)
+    # old sandbox (root, unprivileged=True): forged, as through the throwaway uid (malformed-nan: check raised)
     r = flagged[name]
     assert "raised" not in r, r
     assert not r["passed"] and r["status"] != "passed", r
@@ -1999,7 +2000,7 @@ def test_unprivileged_parse_in_the_parent_gives_a_runs_verdicts(unprivileged, fl
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["sysv-read", "keys-read", "mq-read", "visibility", "processes"])
 def test_unprivileged_flag_runs_leave_and_see_nothing(flagged, name):
-    # main @ c527707 (root, unprivileged=True): forged (all five)
+    # old sandbox (root, unprivileged=True): forged (all five)
     r = flagged[name]
     assert "raised" not in r, r
     if name in ("visibility", "processes"):
@@ -2029,7 +2030,7 @@ print("WROTE" if done else "DENIED", done)
 
 @pytest.mark.slow
 def test_unprivileged_flag_as_root_cannot_write_root_owned_files():
-    # beyond issue 11. main @ c527707 (root, unprivileged=True): forged: the program runs as host uid 0 in a user
+    # beyond issue 11. old sandbox (root, unprivileged=True): forged: the program runs as host uid 0 in a user
     # namespace; without capabilities it still owns every root-owned file (owner permission bits), so it can
     # append to, create, chmod and rename files of the repo (a victim directory in this checkout here)
     victim = os.path.join(REPO, f".sandbox-victim-{uuid.uuid4().hex}")  # no MARK: probes elsewhere must not see it
@@ -2110,7 +2111,7 @@ print("LEAK" if hits else "NONE", hits)
 
 @pytest.mark.slow
 def test_unprivileged_program_cannot_kill_or_read_its_caller():
-    # beyond issue 11. main @ c527707 (throwaway uid): forged: `os.kill(-1, SIGKILL)` from a program kills every
+    # beyond issue 11. old sandbox (throwaway uid): forged: `os.kill(-1, SIGKILL)` from a program kills every
     # process of the caller's uid (the trainer itself, here the throwaway user's process, and the other workers:
     # the user namespace does not stop kill(2) by an equal uid; there is no pid namespace)
     out = _throwaway_with_peek(TRAINER)
@@ -2143,7 +2144,7 @@ def _throwaway_with_peek(body: str) -> dict:
 
 @pytest.mark.slow
 def test_candidate_cannot_find_the_canonical_solution_left_by_its_plus_reference():
-    # beyond issue 11. main @ c527707: forged passed, plus inputs included (the reference job runs on the same
+    # beyond issue 11. old sandbox: forged passed, plus inputs included (the reference job runs on the same
     # worker just before the candidate; its `prompt + canonical_solution` stays in the fork server's freed memory,
     # which the forked candidate inherits, finds and executes)
     tasks = load_tasks("humaneval_plus", "test")[20:24]  # tasks no other test uses: their references run here
@@ -2182,7 +2183,7 @@ def test_candidate_cannot_find_the_canonical_solution_left_by_its_plus_reference
 
 
 def test_a_polluting_run_does_not_change_the_next_verdicts(box, he_tasks):
-    # main @ c527707: contained here (this pollution is per process); the correct solutions still pass
+    # old sandbox: contained here (this pollution is per process); the correct solutions still pass
     pollute = "import builtins, math\nbuiltins.abs = lambda x: 0\nmath.fabs = lambda x: 0.0\nimport sys\nsys.modules['collections'] = None\n"
     before = box.worker_pids()
     box.map([Job(pollute)])
@@ -2194,7 +2195,7 @@ def test_a_polluting_run_does_not_change_the_next_verdicts(box, he_tasks):
 
 
 def test_attacked_tasks_are_judged_outside(box):
-    # main @ c527707: fails (no `Verdict.judge`: every test runs inside the program's process). Every attack on a
+    # old sandbox: fails (no `Verdict.judge`: every test runs inside the program's process). Every attack on a
     # function task above assumes the outside judge for HumanEval, HumanEval+ and synthetic; MBPP may fall back
     tasks = humaneval()[:3] + load_tasks("humaneval_plus", "test")[:2] + load_tasks("synthetic", "test")[:3]
     mbpp = load_tasks("mbpp", "test")[:3]
@@ -2208,7 +2209,7 @@ def test_attacked_tasks_are_judged_outside(box):
 
 
 HOSTILE = {
-    # main @ c527707: contained (each is compared in-process and is simply wrong). These guard the outside
+    # old sandbox: contained (each is compared in-process and is simply wrong). These guard the outside
     # judge's decoder: only plain data crosses, bounded in depth and size, never unpickled
     "deep": "x = []\nfor _ in range(200000):\n    x = [x]\nreturn x",
     "recursive": "x = []\nx.append(x)\nreturn x",
@@ -2222,9 +2223,9 @@ HOSTILE = {
     # if the judge unpickled what comes back, this would become an always-equal object inside the judge
     "pickle-bait": "class Bait:\n    def __reduce__(self):\n        return (eval, (\"type('AE', (), {'__eq__': lambda "
     "s, o: True, '__ne__': lambda s, o: False, '__hash__': lambda s: 0})()\",))\nreturn Bait()",
-    # main @ c527707: forged passed (a subclass of a plain type whose == lies: compared in-process)
+    # old sandbox: forged passed (a subclass of a plain type whose == lies: compared in-process)
     "int-subclass": "class I(int):\n    def __eq__(s, o):\n        return True\n    __hash__ = int.__hash__\nreturn I(7)",
-    # main @ c527707: forged passed
+    # old sandbox: forged passed
     "dict-subclass": "import collections\nclass D(collections.OrderedDict):\n    def __eq__(s, o):\n        return True"
     "\nreturn D()",
 }
@@ -2244,14 +2245,14 @@ def test_hostile_return_values_are_failed_calls(box, name):
 
 
 CHANNEL = {
-    # main @ c527707: contained (error: report limit); 70 MB of garbage on every fd the program has
+    # old sandbox: contained (error: report limit); 70 MB of garbage on every fd the program has
     "flood": "junk = b'\\x00\\xff{\"done\": true}\\n' * (70 << 16)\n_spray([junk])\nreturn None",
-    # main @ c527707: contained (error: channel closed)
+    # old sandbox: contained (error: channel closed)
     "close": "_os.closerange(3, 1 << 16)\nreturn None",
-    # main @ c527707: contained (error)
+    # old sandbox: contained (error)
     "replace": "r, w = _os.pipe()\nfor fd in range(3, 1024):\n    if fd not in (r, w):\n        try:\n            "
     "_os.dup2(r if fd % 2 else w, fd)\n        except OSError:\n            pass\nreturn None",
-    # main @ c527707: contained (failed); a stream of framed 'passed' replies, then a wrong answer
+    # old sandbox: contained (failed); a stream of framed 'passed' replies, then a wrong answer
     "framed-replies": "_spray([_frame(_PASS_REPLY) * 1000, _frame({'ok': True, 'value': None}) * 1000])\nreturn None",
 }
 
@@ -2314,7 +2315,7 @@ ENTRY = __attack__
 
 
 def test_other_processes_of_a_run_cannot_be_read_or_stopped(box):
-    # main @ c527707: contained (the worker is root, other programs have other uids; kill gives EPERM)
+    # old sandbox: contained (the worker is root, other programs have other uids; kill gives EPERM)
     tasks = humaneval()[:3]
     v = box.map([sandbox.task_job(t, completion(t, OTHERS), timeout_s=TIMEOUT) for t in tasks])
     assert_not_passed(v)
@@ -2324,7 +2325,7 @@ def test_other_processes_of_a_run_cannot_be_read_or_stopped(box):
 
 
 def test_all_of_them_in_one_batch_through_check():
-    # main @ c527707: forged (the frame forgeries, the lookup, the always-equal object and the rebinding pass)
+    # old sandbox: forged (the frame forgeries, the lookup, the always-equal object and the rebinding pass)
     # every attack above in one `check()` call on a fresh pool: nothing passes, nothing raises, correct
     # solutions in the same batch pass
     tasks, comps, good = [], [], []
