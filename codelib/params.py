@@ -225,20 +225,42 @@ def injected_names(namespace: dict) -> list[str]:
 
 def config_from_namespace(cls: type, namespace: dict, source: str = "notebook parameters"):
     """Build a Config from a notebook's globals: every field must be defined there (papermill injects them), and a
-    name papermill injected that is no field (`-p smoothng 5`) fails with the pipeline's message."""
+    name papermill injected that is no field (`-p smoothng 5`) fails with the pipeline's message.
+
+    A file papermill was given (`-f params/tiny/07_plots.yaml`) may extend a base: papermill injects its own keys
+    and `extends`, and the base's values replace the notebook's defaults for the keys the file does not set."""
     names = [f.name for f in dataclasses.fields(cls) if f.init]
     missing = [n for n in names if n not in namespace]
     if missing:
         raise ParamsError(f"{source}: missing parameter {missing[0]!r} for {cls.__name__}")
     injected = injected_names(namespace)
+    values = {n: namespace[n] for n in names}
     if "extends" in injected:
-        raise ParamsError(
-            f"{source}: papermill was given a params file that extends {namespace.get('extends')!r}; papermill does "
-            "not follow `extends:`. Run the stage with `python -m codelib.pipeline`, or give papermill the merged "
-            "file: `python -m codelib.params FILE > merged.yaml`"
-        )
-    values = {n: namespace[n] for n in [*names, *injected] if n in namespace}
+        base = papermill_base(namespace, injected)
+        if base is None:
+            raise ParamsError(
+                f"{source}: papermill was given a params file that extends {namespace.get('extends')!r}, and its base "
+                "cannot be told from the file alone (it names no `profile`, or the path fits more than one folder). "
+                "Run the stage with `python -m codelib.pipeline`, or give papermill the merged file: "
+                "`python -m codelib.params FILE > merged.yaml`"
+            )
+        values |= {k: v for k, v in load_yaml(base).items() if k not in injected}
+        injected = [n for n in injected if n != "extends"]
+    values |= {n: namespace[n] for n in injected if n in namespace}
     return build_config(cls, values, source=source)
+
+
+def papermill_base(namespace: dict, injected: list[str]) -> Path | None:
+    """The file an injected `extends:` names. Papermill does not tell the kernel which file it read, so the path is
+    resolved against params/<profile>/ and its folders, `profile` being one the file itself set; None unless exactly
+    one of those holds it (`../base/04_grpo.yaml` from params/tiny/, `../04_grpo.yaml` from params/tiny/variants/)."""
+    extends, profile = namespace.get("extends"), namespace.get("profile")
+    if "profile" not in injected or not isinstance(extends, str) or not isinstance(profile, str) or not profile:
+        return None
+    root = REPO_ROOT / "params" / profile
+    folders = [root, *sorted(d for d in root.rglob("*") if d.is_dir())] if root.is_dir() else []
+    found = {(d / extends).resolve() for d in folders if (d / extends).is_file()}
+    return found.pop() if len(found) == 1 else None
 
 
 def config_to_dict(cfg) -> dict:

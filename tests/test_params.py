@@ -1,5 +1,6 @@
 """Strict params: unknown, missing and mistyped keys fail naming the key and the file; atomic writes."""
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import pytest
@@ -261,3 +262,22 @@ def test_editing_tiny_changes_no_real_profile(tmp_path):
     for path in real_profile_files():
         edited = copy / path.relative_to(REPO_ROOT / "params")
         assert load_yaml(edited) == load_yaml(path), f"{path.relative_to(REPO_ROOT)} follows a tiny file"
+
+
+def test_papermill_given_a_file_with_a_base_builds_what_the_pipeline_builds():
+    """papermill -f params/<profile>/07_plots.yaml injects the file's own keys and `extends`; the Config the notebook
+    builds is the merged file's, whatever the notebook's own defaults say."""
+    from codelib.reports import PlotsConfig
+
+    path = REPO_ROOT / "params" / "deepseek-7b-instruct" / "07_plots.yaml"
+    own = yaml.safe_load(path.read_text())
+    cell = "# Parameters\n" + "".join(f"{k} = {v!r}\n" for k, v in own.items())
+    notebook = {f.name: getattr(PlotsConfig(), f.name) for f in dataclasses.fields(PlotsConfig)}
+    namespace = {**notebook, **own, "In": [cell]}
+    assert config_from_namespace(PlotsConfig, namespace) == load_config(PlotsConfig, path)
+    with pytest.raises(ParamsError, match="unknown parameter 'smoothng'"):
+        config_from_namespace(PlotsConfig, {**namespace, "smoothng": 5, "In": [cell + "smoothng = 5\n"]})
+    variant = {k: v for k, v in own.items() if k != "profile"}  # a file without `profile`: its base is unknowable
+    cell = "# Parameters\n" + "".join(f"{k} = {v!r}\n" for k, v in variant.items())
+    with pytest.raises(ParamsError, match="cannot be told from the file alone"):
+        config_from_namespace(PlotsConfig, {**notebook, **variant, "In": [cell]})
