@@ -111,7 +111,8 @@ def test_merged_model_logits_equal_adapter_logits(tiny_sft, tmp_path):
     merged, _ = load_policy(merged_dir)
     ids = torch.tensor([tok("def f(x):\n    return x + 1\n")["input_ids"]], device=adapter.device)
     with torch.no_grad():
-        a, m = adapter(ids).logits, merged(ids.to(merged.device)).logits.to(a.device)
+        a = adapter(ids).logits
+        m = merged(ids.to(merged.device)).logits.to(a.device)
     with adapter.disable_adapter(), torch.no_grad():
         base = adapter(ids).logits
     assert (a - base).abs().max() > 1e-4  # the adapter does change the logits

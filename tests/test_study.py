@@ -159,10 +159,15 @@ def test_bad_study_files_fail_naming_the_fix(tmp_path, edit, message):
 
 def test_shipped_study_files_are_valid():
     s = study.load_study("params/tiny/studies/algorithms.yaml")
-    assert [a["stage"] for a in s.arms.values()] == ["02_reinforce", "03_ppo", "04_grpo", "05_dpo"]
-    assert s.seeds == [0, 1, 2] and len(s.runs) == 12
+    stages = {name: a["stage"] for name, a in s.arms.items()}
+    assert stages == {"reinforce": "02_reinforce", "rloo": "02_reinforce", "ppo": "03_ppo", "grpo": "04_grpo",
+                      "grpo_trl": "04_grpo", "dapo": "04_grpo", "dpo": "05_dpo", "rpo": "05_dpo"}  # fmt: skip
+    assert s.seeds == [0, 1, 2] and len(s.runs) == 24
     dpo = [r for r in s.runs if r.arm == "dpo"]
     assert [(r.params["seed"], r.params["gen_seed"]) for r in dpo] == [(0, 0), (1, 1), (2, 2)]
+    assert {r.params["backend"] for r in s.runs if r.arm.startswith("grpo")} == {"own", "trl"}
+    backends = study.load_study("params/tiny/studies/backends.yaml")
+    assert [(r.arm, r.params["backend"]) for r in backends.runs if r.seed == 0] == [("grpo", "own"), ("grpo_trl", "trl")]
     assert len(study.load_study("params/smoke/studies/smoke.yaml").runs) == 4
     from codelib.evaluator import EvalConfig
     from codelib.params import load_config
@@ -348,13 +353,14 @@ def test_summary_tables_and_figures_from_evaluations(tmp_path, monkeypatch):
         study.summarise(cfg)
     fake_summaries(s)
     out = study.summarise(cfg)
-    assert list(out.arms["arm"]) == ["base", "sft", "reinforce", "ppo", "grpo", "dpo"]
-    assert list(out.arms["seeds"]) == [1, 1, 3, 3, 3, 3]
+    arm_names = ["reinforce", "rloo", "ppo", "grpo", "grpo_trl", "dapo", "dpo", "rpo"]
+    assert list(out.arms["arm"]) == ["base", "sft", *arm_names]
+    assert list(out.arms["seeds"]) == [1, 1] + [3] * len(arm_names)
     arms = out.arms.set_index("arm")
     # the two-level interval contains the tasks-only one's width and more (the seeds disagree by ±4 points)
     assert (arms["ci_high"] - arms["ci_low"])["ppo"] > (arms["task_ci_high"] - arms["task_ci_low"])["ppo"]
     pairs = list(zip(out.comparisons["a"], out.comparisons["b"], strict=True))
-    assert pairs[:4] == [("reinforce", "sft"), ("ppo", "sft"), ("grpo", "sft"), ("dpo", "sft")] and len(pairs) == 10
+    assert pairs[:8] == [(a, "sft") for a in arm_names] and len(pairs) == 8 + 8 * 7 // 2
     assert out.curves["dpo"]["k"] == list(range(1, 9)) and len(out.curves["dpo"]["per_seed"]) == 3
     paths = study.make_figures(out, show=False)
     for p in paths.values():
