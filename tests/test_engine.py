@@ -188,3 +188,26 @@ def test_reinforce_logs_entropy_and_no_ratio(tiny_sft):
     row = read_jsonl(reinforce.train(cfg) / "metrics.jsonl")[-1]
     assert "entropy" in row and row["entropy"] > 0
     assert "clip_frac" not in row and "ratio_mean" not in row  # a quantity REINFORCE does not compute is absent
+
+
+def test_shipped_params_run_the_algorithm_their_names_promise():
+    """Each shipped tiny params file resolves to its registered algorithm and that algorithm's parts (a preset that
+    wrote a resolved part into the file would silently run another algorithm: RLOO as plain REINFORCE)."""
+    from pathlib import Path
+
+    from codelib.params import load_config
+
+    root = Path(__file__).resolve().parent.parent / "params" / "tiny"
+    modules = {"02": reinforce, "03": ppo, "04": grpo}
+    expect = {"02_reinforce.yaml": ("reinforce", "reinforce"), "variants/02_reinforce_rloo.yaml": ("rloo", "rloo"),
+              "variants/02_reinforce_dynamic.yaml": ("rloo", "rloo"), "03_ppo.yaml": ("ppo", "gae"),
+              "variants/03_ppo_reinforce_pp.yaml": ("reinforce_pp", "reinforce_pp"),
+              "variants/03_ppo_reinforce_pp_baseline.yaml": ("reinforce_pp_baseline", "reinforce_pp_baseline"),
+              "04_grpo.yaml": ("grpo", "grpo"), "variants/04_grpo_dapo.yaml": ("dapo", "grpo"),
+              "variants/04_grpo_gspo.yaml": ("gspo", "grpo"), "variants/04_grpo_cispo.yaml": ("cispo", "grpo"),
+              "variants/04_grpo_dr_grpo.yaml": ("dr_grpo", "dr_grpo")}  # fmt: skip
+    for rel, (algorithm, advantage) in expect.items():
+        mod = modules[Path(rel).name[:2]]
+        cfg = load_config(mod.Config, root / rel)
+        eng = grpo.engine_config(cfg) if mod is grpo else cfg
+        assert (eng.algorithm, eng.advantage) == (algorithm, advantage), rel
