@@ -105,9 +105,15 @@ def _check_type(value: Any, tp: Any) -> bool:
     return True
 
 
+_EXPONENT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+$")
+
+
 def _coerce(value: Any, tp: Any) -> Any:
-    """YAML gives ints where floats are meant (lr: 1) and lists where tuples are meant."""
+    """YAML gives ints where floats are meant (lr: 1), text for a float written without a dot (YAML 1.1 reads
+    `1e-06`, what json.dumps writes, as a string) and lists where tuples are meant."""
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if tp is float and isinstance(value, str) and _EXPONENT.match(value.strip()):
         return float(value)
     if typing.get_origin(tp) is tuple and isinstance(value, list):
         return tuple(value)
@@ -144,6 +150,7 @@ def build_config(
         if name not in fields:
             continue
         tp = hints[name]
+        value = _coerce(value, tp)
         if not _check_type(value, tp):
             got = f"{value!r} ({type(value).__name__})"
             problems.append(f"{origins.get(name, source)}: parameter {name!r} should be {_type_name(tp)}, got {got}")
