@@ -431,6 +431,8 @@ def test_plots_pass_at_k_draws_old_and_greedy_summaries():
     greedy = {"per_task": [{"n": 1, "c": c} for c in (0, 1, 1)]}
     new = {"per_task": old["per_task"], "pass@k_curve": passk.curve(old["per_task"], iters=20)}
     fig = reports.plot_pass_at_k({"old": old, "greedy": greedy, "new": new})
-    lines = fig.axes[0].get_lines()
+    panels = [ax for ax in fig.axes if ax.axison and ax.get_title()]  # one panel per checkpoint
+    assert [ax.get_title() for ax in panels] == ["old", "greedy", "new"]
+    lines = [ax.get_lines()[-1] for ax in panels]  # each panel's own curve (the baseline's, dashed, comes first)
     assert [len(ln.get_xdata()) for ln in lines] == [4, 1, 4]
     assert list(lines[0].get_ydata()) == pytest.approx(list(lines[2].get_ydata()))
