@@ -215,7 +215,7 @@ def test_jsonl_run_logs_forgive_data_files_do_not(tmp_path):
 # ---------------------------------------------------------------------------------------------------------------
 # profiles: every one extends params/base/; a real profile never reaches tiny
 
-PENDING_BASE = {"tiny", "smoke"}  # still complete files / on tiny: see the test below
+TOY = {"tiny", "smoke"}  # the embedded default and "the tiny pipeline shrunk" (smoke extends tiny on purpose)
 
 
 def chain(path) -> list:
@@ -229,12 +229,9 @@ def chain(path) -> list:
 def real_profile_files():
     from codelib.paths import profiles
 
+    real = [prof for prof in profiles() if prof not in TOY]
     return [
-        p
-        for prof in profiles()
-        if prof != "tiny"
-        for p in sorted((REPO_ROOT / "params" / prof).rglob("*.yaml"))
-        if "studies" not in p.parts and prof not in PENDING_BASE
+        p for prof in real for p in sorted((REPO_ROOT / "params" / prof).rglob("*.yaml")) if "studies" not in p.parts
     ]
 
 
@@ -246,6 +243,19 @@ def test_real_profiles_extend_base_and_never_tiny():
         files_read = chain(path)
         assert not [f for f in files_read if f.is_relative_to(tiny)], f"{path} reaches tiny: {files_read}"
         assert files_read[-1].is_relative_to(base), f"{path} does not extend params/base/"
+
+
+def test_every_profile_stage_file_extends_base():
+    """tiny's and every real profile's stage files read params/base/ (smoke through tiny)."""
+    from codelib.paths import profiles
+    from codelib.stages import STAGES
+
+    base = REPO_ROOT / "params" / "base"
+    for prof in profiles():
+        for stage in STAGES:
+            path = REPO_ROOT / "params" / prof / f"{stage}.yaml"
+            if path.exists():
+                assert any(f.is_relative_to(base) for f in chain(path)), f"{path} does not reach params/base/"
 
 
 def test_editing_tiny_changes_no_real_profile(tmp_path):
