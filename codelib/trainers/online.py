@@ -41,9 +41,7 @@ class Config(OnlineConfig):
     batch_size: int = 16  # tasks per rollout batch
     samples_per_task: int = 8  # completions per task (the group)
     ppo_epochs: int = 1  # passes over each rollout batch
-    minibatch_size: int = (
-        0  # completions per gradient step over all processes; 0 for the whole batch (one update per pass)
-    )
+    minibatch_size: int = 0  # completions per gradient step, all processes together; 0: the whole batch
     clip_eps: float = 0.2  # ratio clip range (the lower one when clip_eps_high is set)
     clip_eps_high: float = 0.0  # upper clip 1 + clip_eps_high (DAPO's clip-higher, e.g. 0.28); 0 for clip_eps
     dual_clip: float = 0.0  # c > 1: a negative advantage's loss is bounded by -c A (dual-clip PPO); 0 off
