@@ -211,3 +211,25 @@ def test_shipped_params_run_the_algorithm_their_names_promise():
         cfg = load_config(mod.Config, root / rel)
         eng = grpo.engine_config(cfg) if mod is grpo else cfg
         assert (eng.algorithm, eng.advantage) == (algorithm, advantage), rel
+
+
+def test_trl_backend_cuts_its_completions_at_the_stop_sequences(monkeypatch):
+    """backend: trl samples with TRL's generate, which stops at eos only; StoppingTrainer keeps the shortest prefix
+    whose decoding reaches the first stop sequence (what the own sampler keeps), before TRL computes masks and loss."""
+    pytest.importorskip("trl")
+    from trl import GRPOTrainer
+
+    from codelib.trainers import grpo_trl
+
+    class Chars:  # token id = a character's code point
+        def decode(self, ids, skip_special_tokens=True):
+            return "".join(chr(i) for i in ids)
+
+    sampled = [[ord(c) for c in "    return x\ndef g():\n  pass"], [ord(c) for c in "    return 1"]]
+    monkeypatch.setattr(GRPOTrainer, "_generate_single_turn", lambda self, *a, **k: (sampled, None))
+    trainer = grpo_trl.StoppingTrainer.__new__(grpo_trl.StoppingTrainer)
+    trainer._tokenizer, trainer.eos_token_ids = Chars(), [0]
+    trainer.stop_sequences = ("\ndef",)
+    ids, _ = trainer._generate_single_turn(None, None, None, 2)
+    assert "".join(map(chr, ids[0])) == "    return x\ndef" and ids[1] == sampled[1]
+    assert grpo_trl._before_stop("    return x\ndef g():", ("\ndef",)) == "    return x"  # what the rewards score

@@ -21,11 +21,15 @@ BLOCKS = {  # marker name -> (report, what regenerates it)
     "results": ("reports/tiny/results.md", "`make demo`"),
     "study": ("reports/tiny/studies/algorithms/summary.md", "`make study`"),
     "comparison": ("reports/tiny/comparison.md", "`make compare`"),
+    "backends": (
+        "reports/tiny/06_eval_backends/results.md",
+        "`python -m codelib.comparison params/tiny/variants/06_eval_backends.yaml`",
+    ),
     "passk": ("reports/tiny/passk/pass_at_k.md", "`python -m codelib.passk params/tiny/variants/06_eval_passk.yaml`"),
     "repair": ("reports/tiny/repair/summary.md", "`python -m codelib.pipeline --only 09_repair`"),
 }
 PAGES = {  # page -> the blocks it holds (each block lives on one page)
-    "README.md": ["results"],
+    "README.md": ["results", "backends"],
     "docs/studies.md": ["study", "passk"],
     "docs/algorithms.md": ["comparison"],
     "docs/repair.md": ["repair"],
