@@ -227,8 +227,8 @@ def test_old_from_first_pass_drops_one_forward_and_trains_as_the_separate_one(ti
     from safetensors.torch import load_file
 
     calls = []
-    original = ppo.token_logprobs
-    monkeypatch.setattr(ppo, "token_logprobs", lambda *a, **k: calls.append(1) or original(*a, **k))
+    original = online.token_logprobs
+    monkeypatch.setattr(online, "token_logprobs", lambda *a, **k: calls.append(1) or original(*a, **k))
     runs, forwards = {}, {}
     for first in (False, True):
         calls.clear()
@@ -257,8 +257,8 @@ def test_kl_every_skips_the_reference_forward_and_changes_no_weight(tiny_sft, mo
     from safetensors.torch import load_file
 
     calls = []
-    original = reinforce.reference_logprobs
-    monkeypatch.setattr(reinforce, "reference_logprobs", lambda *a, **k: calls.append(1) or original(*a, **k))
+    original = online.reference_logprobs
+    monkeypatch.setattr(online, "reference_logprobs", lambda *a, **k: calls.append(1) or original(*a, **k))
     runs, logged = {}, {}
     for every in (1, 2, 0):
         calls.clear()

@@ -48,14 +48,15 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 def _ratio_stats(ratio: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor, low: float, high: float) -> dict:
     """Where the clip binds (TRL's clip_ratio/low and /high): rho < 1 - eps_low with A < 0, rho > 1 + eps_high with
-    A > 0; and the ratio's mean and max over completion tokens."""
+    A > 0; the ratio's mean and max over completion tokens, and approx KL(old || new) (k3 on the ratio)."""
     with torch.no_grad():
         m = mask.bool() & torch.ones_like(ratio, dtype=torch.bool)
         lo = masked_mean(((ratio < low) & (adv < 0)).float(), mask)
         hi = masked_mean(((ratio > high) & (adv > 0)).float(), mask)
         r = ratio.expand_as(mask)[m.expand_as(mask)] if m.any() else ratio.new_ones(1)
+        approx_kl = masked_mean((ratio - 1 - ratio.log()).expand_as(mask), mask)  # k3 of KL(old || new)
         return {"clip_frac_low": float(lo), "clip_frac_high": float(hi), "clip_frac": float(lo + hi),
-                "ratio_mean": float(r.mean()), "ratio_max": float(r.max())}  # fmt: skip
+                "ratio_mean": float(r.mean()), "ratio_max": float(r.max()), "approx_kl": float(approx_kl)}  # fmt: skip
 
 
 def _ratio(logp, logp_old, mask):

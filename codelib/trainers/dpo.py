@@ -18,8 +18,8 @@ from transformers.trainer_utils import get_last_checkpoint
 from trl import DPOConfig, DPOTrainer
 
 from codelib.candidates import RANKING, PairRule, annotate, build_preferences, generate_candidates
-from codelib.metrics import trainer_callback
 from codelib.distributed import save_gathered
+from codelib.metrics import trainer_callback
 from codelib.models import adapters_fp32, load_policy, lora_config, starting_model_dir
 from codelib.params import atomic_write_json, config_to_dict, main_config, read_jsonl, resolve
 from codelib.tasks import load_tasks
@@ -59,14 +59,15 @@ class Config(SamplingConfig):
 def sampled_ids(pairs: list[dict], tokenizer, max_length: int) -> list[dict]:
     """DPO rows of token ids as they were sampled: the prompt as the sampler encoded it, each completion's sampled
     ids (ending where the sampler stopped: a stop sequence's tokens or eos), not its decoded text re-tokenised with
-    an added eos. The completion is cut to fit max_length (the prompt is kept whole, as the sampler saw it)."""
+    an added eos. The completion is cut to fit max_length (the prompt is kept whole, as the sampler saw it). Pairs
+    without ids (written by hand, or by a run before ids were kept) become text rows that TRL tokenises."""
     from codelib.generation import encode_prompts
 
+    if any(p.get("chosen_ids") is None or p.get("rejected_ids") is None for p in pairs):
+        print("[dpo] pairs without sampled ids (written by hand or by an older run): TRL tokenises their text")
+        return [{"prompt": p["prompt"], "chosen": p["chosen"], "rejected": p["rejected"]} for p in pairs]
     rows = []
     for p in pairs:
-        if p.get("chosen_ids") is None or p.get("rejected_ids") is None:
-            raise ValueError("pairs.jsonl has no sampled ids (candidates from an older run): delete the run's "
-                             "candidates.jsonl and rerun, so the candidates are sampled again with their ids")  # fmt: skip
         prompt = encode_prompts(tokenizer, [p["prompt"]])[0]
         room = max(1, max_length - len(prompt))
         rows.append(

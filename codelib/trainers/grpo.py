@@ -160,6 +160,7 @@ def engine_config(cfg: Config) -> online.Config:
         mask_truncated=cfg.mask_truncated_completions,
         shared_prefix=cfg.shared_prefix,
         adv_eps=1e-4,  # TRL's std floor
+        old_from_first_pass=True,  # one update per rollout: the update's own forward gives the old log-probs, as TRL
     )
 
 

@@ -215,12 +215,10 @@ def train(cfg: Config, label: str | None = None, record: dict | None = None) -> 
         due = run.reference_due(step)  # a KL term, or the logged KL's step
         with torch.no_grad():
             ref_logp = reference_logprobs(run.policy, batch, cfg.shared_prefix, temp) if due else None
-        # the sampling policy's log-probs: a separate forward, or (one update per rollout, or asked for) the first
-        # update's own forward, detached: the policy has not moved yet, so they are the same numbers
-        one_update = cfg.ppo_epochs == 1 and mb >= n
-        first_pass = not ratio_loss or (
-            (cfg.old_from_first_pass or one_update) and mb >= n and not dropout_active(run.policy)
-        )
+        # the sampling policy's log-probs: a separate forward, or (`old_from_first_pass`, an epoch of one minibatch,
+        # no dropout) the first update's own forward, detached: the policy has not moved yet, so they are the same
+        # numbers (TRL's GRPO does this at one update per generation); `pg` reads no old log-probs at all
+        first_pass = not ratio_loss or (cfg.old_from_first_pass and mb >= n and not dropout_active(run.policy))
         mov = baseline if cfg.baseline == "moving_average" else None
         old = None
         if not first_pass:
