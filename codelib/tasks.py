@@ -75,19 +75,7 @@ def _humaneval_plus(split: str, source: str, strict: bool = False) -> list[Task]
     if source == "hub":
         return _plus_hub("humaneval_plus", "evalplus/humanevalplus", split, strict)
     records = read_jsonl(DATA_DIR / "evalplus" / "HumanEvalPlus-v0.1.10.jsonl.gz")
-    return [
-        make_task(
-            "humaneval_plus",
-            task_id=r["task_id"],
-            prompt=r["prompt"],
-            tests=r["test"],
-            entry_point=r["entry_point"],
-            canonical_solution=r["canonical_solution"],
-            plus_inputs=json.dumps(list(r["base_input"]) + list(r["plus_input"])),
-            atol=float(r.get("atol") or 0.0),
-        )
-        for r in _humaneval_split(records, split)
-    ]
+    return [_humaneval_plus_release(r) for r in _humaneval_split(records, split)]
 
 
 # The hub copies of HumanEval+ and MBPP+ are not EvalPlus's release files: evalplus/humanevalplus has task_id, prompt,

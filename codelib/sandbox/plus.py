@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 
-from .compare import _digit_distance, _poly, _surface_area  # noqa: F401 - EvalPlus's oracles, written once in compare
+from .compare import _allclose, _digit_distance, _is_floats, _poly, _surface_area  # EvalPlus's rules, written once
 from .wire import Digest, Raised, WireError, decode_args, safe_set  # noqa: F401 - Digest: compared by __eq__ below
 
 # EvalPlus's special oracles: tasks whose reference output is one of several right answers.
@@ -20,23 +20,6 @@ _MBPP_SET_EQ = {
     "Diff",
 }
 _MBPP_NOT_NONE = {"check_str", "text_match_three", "text_starta_endb"}
-
-
-def _is_floats(x) -> bool:
-    return isinstance(x, float) or (isinstance(x, (list, tuple)) and all(isinstance(i, float) for i in x))
-
-
-def _allclose(out, exp, atol: float, rtol: float = 1e-7) -> bool:
-    """numpy.allclose for numbers and (nested) lists/tuples of numbers."""
-    if isinstance(exp, (list, tuple)):
-        return (
-            isinstance(out, (list, tuple))
-            and len(out) == len(exp)
-            and all(_allclose(o, e, atol, rtol) for o, e in zip(out, exp, strict=True))
-        )
-    if isinstance(out, (int, float)) and isinstance(exp, (int, float)):
-        return abs(out - exp) <= atol + rtol * abs(exp)
-    return False
 
 
 def _set_equal(out, exp) -> bool:
