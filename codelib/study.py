@@ -38,6 +38,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from codelib import evaluator, pipeline
@@ -118,12 +119,14 @@ def run_study(
     execute: Callable[[str, dict, Path, Path], None] = _execute,
     log=print,
     split: str = "",
+    jobs: int = 0,
 ) -> list[tuple[str, str, float]]:
     """Run every unfinished run of the study, evaluate every run, summarise; (run, "ran" | "skipped", s) rows.
 
     `force` names runs (or arms) to train again even if finished. `execute(stage, params, notebook, out_nb)`
     runs one notebook (papermill; tests replace it). `split` evaluates and summarises on that split of the eval's
     dataset instead of its own, into their own directories (training is the same: finished runs are reused).
+    `jobs` runs that many trainings at once (0: the study file's `jobs`, default 1).
     """
     study = load_study(path, split)
     unknown = sorted(set(force) - {r.name for r in study.runs} - set(study.arms))
@@ -133,6 +136,7 @@ def run_study(
     os.environ["CODELIB_HEADLESS"] = "1"
     stamps = study.checkpoints / ".stamps"
     rows = []
+    todo = []  # (tag, run, notebook, out_nb, key, stamp_path): the runs to train, in the study's order
     for i, run in enumerate(study.runs):
         notebook = root / "notebooks" / f"{run.stage}.ipynb"
         out_nb = study.reports / run.name / f"{run.stage}.ipynb"
@@ -156,6 +160,10 @@ def run_study(
                 shutil.rmtree(rdir)
         else:
             log(f"{tag}: resuming an unfinished run")
+        todo.append((tag, run, notebook, out_nb, key, stamp_path))
+
+    def train(item) -> tuple[str, str, float]:
+        tag, run, notebook, out_nb, key, stamp_path = item
         atomic_write_json(stamp_path, {**key, "status": "started", "started": time.strftime("%Y-%m-%d %H:%M:%S")})
         log(f"{tag}: running {notebook.name} (seed {run.seed}) -> {out_nb}")
         t0 = time.time()
@@ -164,7 +172,18 @@ def run_study(
         atomic_write_json(stamp_path, {**key, "status": "finished", "seconds": round(dt, 1),
                                        "finished": time.strftime("%Y-%m-%d %H:%M:%S")})  # fmt: skip
         log(f"{tag}: done in {dt:.0f} s")
-        rows.append((run.name, "ran", dt))
+        return run.name, "ran", dt
+
+    jobs = max(1, jobs or study.jobs)
+    if jobs == 1 or len(todo) < 2:
+        rows += [train(item) for item in todo]
+    else:  # each run is its own kernel process: threads only wait on them; a failure stops no other run
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            futures = [pool.submit(train, item) for item in todo]
+            errors = [f.exception() for f in futures if f.exception() is not None]
+        if errors:
+            raise errors[0]
+        rows += [f.result() for f in futures]
     if evaluate:
         evaluate_study(study)
     if summarise:
@@ -191,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--force", nargs="+", default=[], help="train these runs or arms again even if finished")
     ap.add_argument("--split", default="", help="evaluate and summarise on this split instead of the eval's own "
                     "(e.g. fresh): reports/<profile>/studies/<name>/<split>/")  # fmt: skip
+    ap.add_argument("--jobs", type=int, default=0, help="train this many runs at once (default: the study file's "
+                    "jobs, else 1); on 2 cores, 2 with threads: 1 in every arm")  # fmt: skip
     args = ap.parse_args(argv)
     try:
         if args.check:
@@ -200,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{len(study.runs)} runs ({len(study.arms)} arms x {len(study.seeds)} seeds); file is valid")
             return 0
         t0 = time.time()
-        rows = run_study(args.study, force=args.force, split=args.split)
+        rows = run_study(args.study, force=args.force, split=args.split, jobs=args.jobs)
         ran = sum(1 for _, st, _ in rows if st == "ran")
         print(f"{ran} run(s) trained, {len(rows) - ran} skipped, {time.time() - t0:.0f} s in all")
         return 0

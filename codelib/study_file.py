@@ -27,6 +27,7 @@ STUDY_KEYS = {
     "eval": "overrides of params/<profile>/06_eval.yaml (not checkpoints, baseline or profile)",
     "references": "name -> checkpoint evaluated once beside the arms (e.g. base: tiny, sft: checkpoints/tiny/sft)",
     "baseline": "an arm or reference every arm is compared with, paired (every pair of arms is compared too)",
+    "jobs": "how many runs train at once (default 1); on 2 cores, 2 with threads: 1 in every arm",
 }
 ARM_KEYS = {
     "stage": "a training stage: " + ", ".join(TRAIN_STAGES),
@@ -66,6 +67,7 @@ class Study:
     references: dict[str, str]
     baseline: str
     split: str = ""  # evaluate on this split instead of the eval's own (`load_study(path, split=...)`)
+    jobs: int = 1  # runs trained at once (each its own notebook kernel)
 
     @property
     def reports(self) -> Path:
@@ -241,8 +243,12 @@ def load_study(path: str | Path, split: str = "") -> Study:
     if baseline and baseline not in arms and baseline not in references:
         raise StudyError(f"{where}: baseline {baseline!r} is neither an arm ({', '.join(arms)}) nor a reference "
                          f"({', '.join(references) or 'none'}); name one, or '' for none")  # fmt: skip
+    jobs = data.get("jobs", 1)
+    if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
+        raise StudyError(f"{where}: jobs is how many runs train at once, an integer >= 1 (e.g. jobs: 2); got {jobs!r}")
     study = Study(name, path, profile, str(data.get("description", "")), seeds, arms,
-                  sorted(runs, key=lambda r: seeds.index(r.seed)), eval_base, dict(references), baseline)  # fmt: skip
+                  sorted(runs, key=lambda r: seeds.index(r.seed)), eval_base, dict(references), baseline,
+                  jobs=jobs)  # fmt: skip
     checked = _build(
         EvalConfig, {**eval_base, "profile": profile, "checkpoints": {"x": "tiny"}, "baseline": ""}, f"{where}: eval"
     )

@@ -265,6 +265,39 @@ def test_a_killed_study_resumes_and_reruns_only_what_changed(tmp_path, monkeypat
         study.run_study(path, execute=recorder(calls), force=["c"], **go)
 
 
+def test_jobs_train_runs_at_once_and_a_failed_run_stops_no_other(tmp_path, monkeypatch):
+    import threading
+
+    monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "checkpoints"))
+    monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "reports"))
+    data = {**GOOD, "references": {}, "baseline": "", "jobs": 2,
+            "arms": {"a": {"stage": "02_reinforce", "params": {"init": "tiny"}},
+                     "b": {"stage": "03_ppo", "params": {"init": "tiny"}}}}  # fmt: skip
+    path = write_study(tmp_path, data)
+    assert study.load_study(path).jobs == 2
+    together = threading.Barrier(2, timeout=20)  # broken (an error) unless two runs are inside execute at once
+    calls: list[str] = []
+    inner = recorder(calls)
+
+    def execute(stage, params, notebook, out_nb):
+        together.wait()
+        if params["stage"].endswith("b-seed0"):
+            raise ValueError("b-seed0 failed")
+        inner(stage, params, notebook, out_nb)
+
+    with pytest.raises(ValueError, match="b-seed0 failed"):
+        study.run_study(path, execute=execute, evaluate=False, summarise=False, log=lambda *_: None)
+    assert sorted(calls) == ["a-seed0", "a-seed1", "b-seed1"]  # the failure stopped no other run
+    stamps = tmp_path / "checkpoints/smoke/studies/s/.stamps"
+    status = {p.stem: json.loads(p.read_text())["status"] for p in stamps.glob("*.json")}
+    assert status == {"a-seed0": "finished", "a-seed1": "finished", "b-seed0": "started", "b-seed1": "finished"}
+    calls.clear()  # resumed one job at a time: only the failed run trains again
+    rows = study.run_study(path, execute=recorder(calls), evaluate=False, summarise=False, log=lambda *_: None, jobs=1)
+    assert calls == ["b-seed0"] and sorted(st for _, st, _ in rows) == ["ran", "skipped", "skipped", "skipped"]
+    with pytest.raises(study.StudyError, match="jobs is how many runs train at once"):
+        study.load_study(write_study(tmp_path, {**data, "jobs": 0}))
+
+
 def test_missing_start_checkpoint_is_named_before_anything_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "checkpoints"))
     calls: list[str] = []
