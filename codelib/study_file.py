@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codelib import pipeline
-from codelib.stages import TRAIN_STAGES
 from codelib.evaluator import EvalConfig
-from codelib.paths import profiles
 from codelib.params import REPO_ROOT, ParamsError, build_config, checkpoints_root, load_yaml, reports_root, resolve
+from codelib.paths import profiles
+from codelib.stages import TRAIN_STAGES
 
 STUDY_KEYS = {
     "description": "one line: what the study asks",
@@ -155,7 +155,9 @@ def load_study(path: str | Path, split: str = "") -> Study:
     _unknown(where, data, STUDY_KEYS)
     profile = data.get("profile")
     if not isinstance(profile, str) or profile not in profiles():
-        raise StudyError(f"{where}: profile {profile!r} has no params/ directory; known profiles: {', '.join(profiles())}")
+        raise StudyError(
+            f"{where}: profile {profile!r} has no params/ directory; known profiles: {', '.join(profiles())}"
+        )
     seeds = data.get("seeds")
     if (
         not isinstance(seeds, list)

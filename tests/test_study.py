@@ -167,7 +167,10 @@ def test_shipped_study_files_are_valid():
     assert [(r.params["seed"], r.params["gen_seed"]) for r in dpo] == [(0, 0), (1, 1), (2, 2)]
     assert {r.params["backend"] for r in s.runs if r.arm.startswith("grpo")} == {"own", "trl"}
     backends = study.load_study("params/tiny/studies/backends.yaml")
-    assert [(r.arm, r.params["backend"]) for r in backends.runs if r.seed == 0] == [("grpo", "own"), ("grpo_trl", "trl")]
+    assert [(r.arm, r.params["backend"]) for r in backends.runs if r.seed == 0] == [
+        ("grpo", "own"),
+        ("grpo_trl", "trl"),
+    ]
     assert len(study.load_study("params/smoke/studies/smoke.yaml").runs) == 4
     from codelib.evaluator import EvalConfig
     from codelib.params import load_config

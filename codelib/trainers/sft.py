@@ -10,9 +10,8 @@ completion-only loss for prompt/completion datasets). Writes to checkpoints/<pro
 
 from __future__ import annotations
 
-import os
-
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,8 +20,8 @@ from datasets import Dataset
 from transformers.trainer_utils import get_last_checkpoint
 from trl import SFTConfig, SFTTrainer
 
-from codelib.metrics import trainer_callback
 from codelib.distributed import save_gathered
+from codelib.metrics import trainer_callback
 from codelib.models import adapters_fp32, load_policy, lora_config
 from codelib.params import atomic_write_json, config_to_dict, main_config
 from codelib.tasks import load_tasks
