@@ -29,7 +29,9 @@ import hashlib
 import importlib
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -152,14 +154,16 @@ class _Stream:
         pass
 
 
-def _kernel_config():
+def _kernel_config(sockets: str):
     """Local kernels talk over IPC sockets where the OS has them: no TCP ports, and no "Kernel is running over TCP
-    without encryption" warning from every kernel the pipeline starts."""
+    without encryption" warning from every kernel the pipeline starts. Each kernel's sockets live in their own
+    directory `sockets`: two kernels started at once (a study's jobs) would otherwise pick the same socket names."""
     from traitlets.config import Config
 
     c = Config()
     if os.name == "posix":
         c.KernelManager.transport = "ipc"
+        c.KernelManager.ip = os.path.join(sockets, "kernel")
     return c
 
 
@@ -191,8 +195,10 @@ def run_stage(stage: str, params: dict, notebook: Path, out_nb: Path, kernel: st
     hashes."""
     out_nb.parent.mkdir(parents=True, exist_ok=True)
     before = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), before] if before else [str(REPO_ROOT)])
+    if not (before or "").split(os.pathsep)[0] == str(REPO_ROOT):  # a study with jobs sets it once, before its threads
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), before] if before else [str(REPO_ROOT)])
     stream = _Stream(log or (lambda line: print(line, flush=True)))
+    sockets = tempfile.mkdtemp(prefix="codelib-kernel-")
     try:
         pm.execute_notebook(
             str(notebook),
@@ -205,7 +211,7 @@ def run_stage(stage: str, params: dict, notebook: Path, out_nb: Path, kernel: st
             stdout_file=stream,
             stderr_file=stream,
             request_save_on_cell_execute=True,
-            config=_kernel_config(),
+            config=_kernel_config(sockets),
         )
     except pm.PapermillExecutionError as e:
         raise StageFailed(
@@ -215,6 +221,7 @@ def run_stage(stage: str, params: dict, notebook: Path, out_nb: Path, kernel: st
     finally:
         stream.write("\n")
         tidy_report(out_nb)
+        shutil.rmtree(sockets, ignore_errors=True)
         if before is None:
             os.environ.pop("PYTHONPATH", None)
         else:

@@ -178,6 +178,11 @@ def run_study(
     if jobs == 1 or len(todo) < 2:
         rows += [train(item) for item in todo]
     else:  # each run is its own kernel process: threads only wait on them; a failure stops no other run
+        pythonpath = os.environ.get("PYTHONPATH")  # set once here, not by each thread (pipeline.run_stage)
+        if (pythonpath or "").split(os.pathsep)[0] != str(REPO_ROOT):
+            os.environ["PYTHONPATH"] = os.pathsep.join(
+                [str(REPO_ROOT), pythonpath] if pythonpath else [str(REPO_ROOT)]
+            )
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             futures = [pool.submit(train, item) for item in todo]
             errors = [f.exception() for f in futures if f.exception() is not None]

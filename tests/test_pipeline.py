@@ -231,3 +231,35 @@ def test_a_stage_kernel_imports_this_checkouts_codelib(tmp_path, monkeypatch):
     monkeypatch.delenv("PYTHONPATH")
     pipeline.run_stage("07_plots", {}, tmp_path / "nb.ipynb", tmp_path / "out" / "nb.ipynb")
     assert seen["path"] == str(REPO_ROOT) and "PYTHONPATH" not in os.environ
+
+
+def test_kernels_started_at_once_each_run_their_own_notebook(tmp_path):
+    """A study with jobs starts several kernels at once: each must get its own sockets (a shared socket name
+    delivers one kernel's messages to another, 'Invalid Signature') and its own parameters."""
+    import threading
+
+    spec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": spec})
+    nb.cells = [
+        nbformat.v4.new_code_cell("x = 0", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("import time\ntime.sleep(1.0)\nprint('x is', x)"),
+    ]
+    src = tmp_path / "nb.ipynb"
+    nbformat.write(nb, src)
+    outs: dict[int, str] = {}
+
+    def go(i: int) -> None:
+        lines: list[str] = []
+        try:
+            pipeline.run_stage("t", {"x": i}, src, tmp_path / f"out{i}.ipynb", log=lines.append)
+            outs[i] = "".join(lines)
+        except BaseException as e:  # noqa: BLE001 - reported by the assertion below
+            outs[i] = f"failed: {e!r}"
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(3):
+        assert f"x is {i}" in outs[i], outs
