@@ -13,6 +13,7 @@ The statistics (pass@k, bootstrap and paired intervals) are `codelib.stats`'s, r
 
 from __future__ import annotations
 
+import collections
 import gc
 import hashlib
 import json
@@ -58,7 +59,7 @@ def score_completions(
     `rewards.extract_completion` first. Returns a dict with
       tasks, n_samples, ks, pass@k (for each k <= n_samples; pass@1 always), pass@k_ci_low/high,
       ci_low/ci_high (pass@1's), passed (sum over tasks of c/n: tasks solved when greedy),
-      per_task: [{task_id, n, c, pass@k...}], samples: [{task_id, sample, code, status, passed, detail, verdict}],
+      per_task: [{task_id, n, c, pass@k...}], samples: [{task_id, sample, code, status, passed, detail, verdict, tamper}],
       verdicts: {class: count} over `metrics.VERDICT_CLASSES` (passed, wrong_answer, runtime_error, syntax_error,
       timeout).
     """
@@ -98,6 +99,7 @@ def score_completions(
                 "passed": bool(v.passed),
                 "detail": v.detail,
                 "verdict": metrics.verdict_class(v),
+                "tamper": str(getattr(v, "tamper", "") or ""),  # what the sandbox saw it try ("" = nothing)
             }
         )
     per_task = []
@@ -115,6 +117,9 @@ def score_completions(
     out["ci_low"], out["ci_high"] = out["pass@1_ci_low"], out["pass@1_ci_high"]
     out["passed"] = float(sum(r["c"] / r["n"] for r in per_task))
     out["verdicts"] = metrics.class_counts(s["verdict"] for s in samples)
+    # reward-hacking telemetry: the share of samples the sandbox saw probing it, and how often each class
+    out["tamper_frac"] = sum(1 for s in samples if s["tamper"]) / len(samples) if samples else math.nan
+    out["tamper"] = dict(collections.Counter(c for s in samples for c in s["tamper"].split(",") if c))
     # pass@k for every k = 1..n with intervals over tasks: the curve figures read it
     out["pass@k_curve"] = pass_at_k_curve(per_task, iters=bootstrap_iters, seed=seed)
     out["per_task"] = per_task
@@ -285,6 +290,7 @@ def evaluate_checkpoint(cfg: EvalConfig, name: str, tasks: Sequence[Task], out: 
             "passed": s["passed"],
             "detail": s["detail"],
             "verdict": s["verdict"],
+            "tamper": s["tamper"],
             "n_tokens": c.n_tokens,
             "finished": c.finished,
         }
@@ -395,8 +401,9 @@ def evaluate(
               f"{cfg.n_samples} samples", flush=True)  # fmt: skip
         summaries[name] = evaluate_checkpoint(cfg, name, tasks, out)
         s = summaries[name]
+        probed = f", tampering {100 * s['tamper_frac']:.1f}% of samples" if s.get("tamper") else ""
         print(f"[eval {i}/{total}] {name}: pass@1 {100 * s['pass@1']:.1f}% (generate {s['generate_s']:.0f} s, "
-              f"judge {s['execute_s']:.0f} s)", flush=True)  # fmt: skip
+              f"judge {s['execute_s']:.0f} s){probed}", flush=True)  # fmt: skip
 
     # Paired differences are recomputed every time (cheap), so a changed baseline never leaves a stale one.
     for name, s in summaries.items():

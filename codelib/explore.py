@@ -96,6 +96,7 @@ class ExploreConfig:
     checkpoint: str = "sft"  # the evaluated checkpoint to read
     other: str = "grpo"  # a second checkpoint for the side-by-side view ("" for none)
     task_index: int = 0  # the task shown first
+    tampering: bool = False  # only tasks with a sample the sandbox saw probing it (Verdict.tamper)
     rewards: dict[str, float | dict] = field(default_factory=lambda: {"pass": 1.0, "length": {"alpha": 0.01}})  # shown
     interactive: bool = True  # ipywidgets in JupyterLab; False prints plain output (papermill)
 
@@ -133,6 +134,7 @@ def render_samples(name: str, rows: list[dict], spec: dict) -> str:
         parts.append(
             f"-- {name} sample {r['sample']}: {r['status']} (reward {reward:+.3f}, {r.get('n_tokens', '?')} tokens)"
             + (f"  detail: {r['detail']}" if r.get("detail") else "")
+            + (f"  tampering: {r['tamper']}" if r.get("tamper") else "")
             + f"\n{r.get('completion', r.get('code', ''))}"
         )
     return "\n".join(parts)
@@ -145,6 +147,8 @@ def render_samples_html(name: str, rows: list[dict], spec: dict) -> str:
     for r, reward in zip(rows, sample_rewards(rows, spec), strict=True):
         colour = COLOURS.get(r["status"], "#57606a")
         detail = f" <span style='color:#57606a'>{html.escape(r['detail'])}</span>" if r.get("detail") else ""
+        if r.get("tamper"):
+            detail += f" <span style='color:#cf222e'>tampering: {html.escape(r['tamper'])}</span>"
         parts.append(
             f"<div><b>{html.escape(name)}</b> sample {r['sample']}: "
             f"<span style='color:{colour};font-weight:bold'>{html.escape(r['status'])}</span> "
@@ -206,9 +210,12 @@ def completions_explorer(cfg: ExploreConfig) -> None:
     """Pick a checkpoint and a task, read its prompt beside its completions with verdicts; prints one task when
     headless."""
     samples = load_samples(cfg.profile, cfg.checkpoint)
-    task_ids = list(samples)
+    task_ids = tampering_tasks(samples) if cfg.tampering else list(samples)
+    if cfg.tampering and not task_ids:
+        print(f"no sample of {cfg.checkpoint} was seen tampering (Verdict.tamper): nothing to show")
+        return None
     if not 0 <= cfg.task_index < len(task_ids):
-        raise ValueError(f"task_index={cfg.task_index} is out of range: {len(task_ids)} tasks were evaluated")
+        raise ValueError(f"task_index={cfg.task_index} is out of range: {len(task_ids)} tasks to show")
     prompts = load_prompts(cfg.profile, cfg.checkpoint)
     if headless(cfg.interactive):
         tid = task_ids[cfg.task_index]
@@ -217,19 +224,37 @@ def completions_explorer(cfg: ExploreConfig) -> None:
         return None
     ckpt = widgets.Dropdown(options=_evaluated(cfg.profile), value=cfg.checkpoint, description="checkpoint")
     task = widgets.Dropdown(options=task_ids, value=task_ids[cfg.task_index], description="task")
+    probing = widgets.Checkbox(value=cfg.tampering, description="only tasks with tampering samples")
     out = widgets.Output(layout=widgets.Layout(width="100%"))
+
+    def refilter(change=None):
+        rows = load_samples(cfg.profile, ckpt.value)
+        ids = tampering_tasks(rows) if probing.value else list(rows)
+        keep = task.value if task.value in ids else (ids[0] if ids else None)
+        task.options = ids
+        task.value = keep
+        update()
 
     def update(change=None):
         out.clear_output()
-        rows = load_samples(cfg.profile, ckpt.value).get(task.value, [])
         with out:
+            if task.value is None:
+                print(f"no sample of {ckpt.value} was seen tampering")
+                return
+            rows = load_samples(cfg.profile, ckpt.value).get(task.value, [])
             display(HTML(render_task_html(task.value, prompts.get(task.value, ""), ckpt.value, rows, cfg.rewards)))
 
-    ckpt.observe(update, names="value")
+    ckpt.observe(refilter, names="value")
+    probing.observe(refilter, names="value")
     task.observe(update, names="value")
     update()
-    display(widgets.VBox([widgets.HBox([ckpt, task]), out], layout=widgets.Layout(width="100%")))
+    display(widgets.VBox([widgets.HBox([ckpt, task, probing]), out], layout=widgets.Layout(width="100%")))
     return None
+
+
+def tampering_tasks(samples: dict[str, list[dict]]) -> list[str]:
+    """The task ids with at least one sample the sandbox saw probing it (a non-empty `tamper`), in order."""
+    return [tid for tid, rows in samples.items() if any(r.get("tamper") for r in rows)]
 
 
 def ranked_tasks(a: dict[str, list[dict]], b: dict[str, list[dict]]) -> list[str]:

@@ -121,6 +121,17 @@ def test_canonical_solutions_pass_and_empty_completions_fail():
 
 
 @needs_sandbox
+def test_each_sample_records_its_tampering_and_the_summary_its_share():
+    tasks = load_tasks("humaneval", "test")[:2]
+    probe = "    import os\n    os.chroot('/')\n"  # a system call the sandbox's filter kills for
+    res = score_completions(tasks, [[t.canonical_solution, probe] for t in tasks], workers=2)
+    assert ["seccomp" in s["tamper"].split(",") for s in res["samples"]] == [False, True, False, True]
+    assert [s["tamper"] for s in res["samples"]][::2] == ["", ""]  # (killed mid-call, it also counts as an exit)
+    assert res["tamper_frac"] == 0.5 and res["tamper"]["seccomp"] == 2
+    assert res["pass@1"] == 0.5
+
+
+@needs_sandbox
 def test_score_drops_k_above_n_with_a_warning():
     tasks = load_tasks("synthetic", "test")[:3]
     with pytest.warns(UserWarning, match="pass@"):

@@ -115,3 +115,29 @@ def test_headless_under_plain_papermill(tmp_path, monkeypatch):
                             progress_bar=False)  # fmt: skip
         out = nbformat.read(tmp_path / "out.ipynb", as_version=4)
         assert "HEADLESS True" in out.cells[-1].outputs[0].text
+
+
+def test_the_explorer_filters_on_tampering_samples(evaluated, monkeypatch, capsys):
+    rows = [
+        *ROWS,
+        {**ROWS[1], "task_id": "t/1", "tamper": "seccomp,signal", "sample": 0},
+        {**ROWS[0], "task_id": "t/2"},
+    ]
+    d = evaluated / "tiny" / "eval" / "sft"
+    (d / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    samples = explore.load_samples("tiny", "sft")
+    assert explore.tampering_tasks(samples) == ["t/1"]
+    explore.completions_explorer(explore.ExploreConfig(interactive=False, tampering=True))
+    out = capsys.readouterr().out
+    assert "== t/1" in out and "tampering: seccomp,signal" in out
+    assert "tampering: seccomp,signal" in explore.render_samples_html("sft", samples["t/1"], {"pass": 1.0})
+    shown = []
+    monkeypatch.setattr(explore, "display", shown.append)
+    explore.completions_explorer(explore.ExploreConfig(interactive=True))
+    box = next(w for w in shown if type(w).__name__ == "VBox")
+    ckpt, task, probing = box.children[0].children
+    assert list(task.options) == ["t/0", "t/1", "t/2"]
+    probing.value = True  # the checkbox narrows the task picker to tampering tasks
+    assert list(task.options) == ["t/1"] and task.value == "t/1"
+    probing.value = False
+    assert list(task.options) == ["t/0", "t/1", "t/2"]

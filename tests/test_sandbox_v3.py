@@ -534,6 +534,7 @@ TAMPER = {
     "    except OSError:\n        pass\n",
     "write": "try:\n    open('/usr/evil', 'w')\nexcept OSError:\n    pass\n",
     "exit": "import sys\nsys.exit(0)\n",
+    "seccomp": "import os\nos.chroot('/')\n",  # a denied system call, no ctypes: the filter kills the program
 }
 CLEAN = "import math, collections, heapq\nx = sorted([3, 1, 2])\nopen('scratch', 'w').write('ok')\n"
 

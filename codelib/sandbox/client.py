@@ -270,6 +270,8 @@ class Worker:
         if result.get("outputs") is not None and not timed_out:
             out["outputs"] = result["outputs"]
         out["tamper"] = reply["tamper"]
+        if os.WIFSIGNALED(wstatus) and os.WTERMSIG(wstatus) == signal.SIGSYS:
+            out["tamper"] += "\nseccomp"  # the system-call filter killed it: it made a call no solution needs
         if result["detail"].startswith("exited before the tests finished") or (
             result["detail"].startswith("exited with status") and reply.get("kind") != "stdio"
         ):

@@ -27,7 +27,7 @@ CALL_FD = 1001  # serve: the judge's socket
 TAMPER_FD = 1002  # both: what the program tried that marks tampering, one class per line, to the parent
 
 # the tamper classes (Verdict.tamper): what a program tried that a correct solution never needs
-TAMPER_CLASSES = ("signal", "frames", "gc", "memory", "proc", "write", "exit")
+TAMPER_CLASSES = ("signal", "frames", "gc", "memory", "proc", "write", "exit", "seccomp")
 _RAW_SYMBOLS = frozenset(("syscall", "kill", "tgkill", "tkill", "ptrace", "process_vm_readv", "process_vm_writev",
                           "prctl", "unshare", "setns", "mount", "pidfd_open", "pidfd_send_signal", "pidfd_getfd",
                           "seccomp", "personality", "memfd_create", "mprotect"))  # fmt: skip

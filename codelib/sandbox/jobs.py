@@ -12,6 +12,7 @@ import collections
 import functools
 import json
 import math
+import signal
 import sys
 import warnings
 from dataclasses import dataclass, replace
@@ -32,9 +33,8 @@ VERDICT_STDOUT_CHARS = 65536  # what a Verdict keeps of stdout
 # a function job's program up to this length is parsed in the parent first: one that does not parse gets its verdict
 # without a run (`parse_error`); longer ones go to the sandbox as they are (the parser's memory stays small)
 PARSE_FIRST_CHARS = 20_000
-PARSE_FIRST = True  # False: every job runs (tests compare the two ways)
 STATUSES = R.STATUSES  # a Verdict's status: one of these
-TAMPER_CLASSES = ("signal", "frames", "gc", "memory", "proc", "write", "exit")  # harness.TAMPER_CLASSES
+TAMPER_CLASSES = ("signal", "frames", "gc", "memory", "proc", "write", "exit", "seccomp")  # harness.TAMPER_CLASSES
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,8 @@ class Verdict:
     tests_total: int = 0
     judge: str = "inside"  # "outside": tests ran in the judge / output compared in the parent; "inside": in-process
     # what the program tried that marks tampering (refused or harmless by construction), comma-separated classes of
-    # `harness.TAMPER_CLASSES` ("signal", "frames", "gc", "memory", "proc", "write", "exit"); "" = none seen
+    # `harness.TAMPER_CLASSES` ("signal", "frames", "gc", "memory", "proc", "write", "exit", "seccomp": killed by
+    # the system-call filter); "" = none seen
     tamper: str = ""
 
 
@@ -291,7 +292,7 @@ class Run:
         if (
             job.kind in ("function", "calls")
             and not self.finished
-            and PARSE_FIRST
+            and box.parse_first
             and len(job.program) <= PARSE_FIRST_CHARS
         ):
             self._parse_first()
@@ -405,6 +406,8 @@ class Run:
         passed = min(r.get("passed", 0), total)
         self.out.update(tests_passed=passed, tests_total=total)
         ended = reply.get("ended") if type(reply.get("ended")) is dict else {}
+        if ended.get("signal") == signal.SIGSYS:
+            self.tamper.add("seccomp")  # the system-call filter killed it: it made a call no solution needs
         if reply.get("timed_out") is True:
             status, detail = "timeout", "wall-time limit exceeded"
         elif reply.get("overflow") is True:
