@@ -15,10 +15,8 @@ change of load on a shared machine hits all of them alike; the load average is p
 TRL's GRPOTrainer is measured twice: with GRPOConfig's own defaults for precision and memory (`bf16=True`,
 `gradient_checkpointing=True`: what `codelib.trainers.grpo` got before issue 14, which did not set them) and in fp32
 without gradient checkpointing (the fastest TRL allows on a CPU).
-`--before` adds our loops as they were before issue 14 (transformers' `model.generate`, padded log-prob forwards) to
-the same run.
 
-    python -m bench.rl [--steps 4] [--rounds 2] [--before] [--only "reinforce|grpo"] [--threads 2]
+    python -m bench.rl [--steps 4] [--rounds 2] [--only "reinforce|grpo"] [--threads 2]
 """
 
 from __future__ import annotations
@@ -60,19 +58,6 @@ def measure(rows: list[dict]) -> dict:
 
 
 @contextlib.contextmanager
-def before_issue14():
-    """Our loops as they were before issue 14: transformers' generate loop, log-probs on padded rows."""
-    from codelib import generation, logprobs
-
-    saved = generation.HF_LOOP, logprobs.PACK
-    generation.HF_LOOP, logprobs.PACK = "generate", False
-    try:
-        yield
-    finally:
-        generation.HF_LOOP, logprobs.PACK = saved
-
-
-@contextlib.contextmanager
 def trl_settings(bf16: bool, checkpointing: bool):
     """GRPO on TRL with these precision and memory settings, whatever `codelib.trainers.grpo_trl` sets."""
     from codelib.trainers import grpo_trl
@@ -91,7 +76,7 @@ def trl_settings(bf16: bool, checkpointing: bool):
         grpo_trl.grpo_args = original
 
 
-def trainers(init: str, steps: int, before: bool, threads: int = 2) -> dict:
+def trainers(init: str, steps: int, threads: int = 2) -> dict:
     from codelib.trainers import grpo, ppo, reinforce
 
     common = dict(profile="bench", init=init, steps=steps, max_new_tokens=48, save_every=10_000, report_to="none",
@@ -128,17 +113,14 @@ def trainers(init: str, steps: int, before: bool, threads: int = 2) -> dict:
             ppo.Config(stage=s, batch_size=16, samples_per_task=8, ppo_epochs=1, shared_prefix=True, kl_every=0,
                        old_from_first_pass=True, **common))),
     }  # fmt: skip
-    if before:
-        runs["reinforce (ours, before)"] = (before_issue14, runs["reinforce (ours)"][1])
-        runs["ppo, 1 epoch (ours, before)"] = (before_issue14, runs["ppo, 1 epoch (ours)"][1])
     return runs
 
 
-def run(steps: int, rounds: int = 1, before: bool = False, only: tuple[str, ...] = (), threads: int = 2) -> dict:
+def run(steps: int, rounds: int = 1, only: tuple[str, ...] = (), threads: int = 2) -> dict:
     from codelib import rewards
     from codelib.params import read_jsonl
 
-    runs = trainers(ensure_sft(Path(".")), steps, before, threads)
+    runs = trainers(ensure_sft(Path(".")), steps, threads)
     if only:
         runs = {k: v for k, v in runs.items() if any(k.startswith(o) for o in only)}
     rows: dict[str, list] = {name: [] for name in runs}
@@ -167,10 +149,9 @@ def round_ratios(base: dict, ours: dict) -> tuple[float, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=4, help="steps per run (the first is dropped)")
     ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds of every trainer")
-    ap.add_argument("--before", action="store_true", help="also our loops as they were before issue 14")
     ap.add_argument("--only", default="", help="name prefixes of the trainers to run, separated by '|'")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (1 on a shared, loaded machine: two threads "
                     "then stall on each other, measured 5x slower at load 7 on 2 cores)")  # fmt: skip
@@ -178,7 +159,7 @@ def main() -> None:
     load0 = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["CODELIB_CHECKPOINTS"] = tmp
-        results = run(args.steps, args.rounds, args.before, tuple(o for o in args.only.split("|") if o), args.threads)
+        results = run(args.steps, args.rounds, tuple(o for o in args.only.split("|") if o), args.threads)
     load1 = os.getloadavg()
     bases = {k: v["step_s"] for k, v in results.items() if k.startswith("grpo")}
     print(f"\nRL step throughput, tiny model, 128 completions per step, {args.threads} torch thread(s), median of "

@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from transformers import StoppingCriteria, StoppingCriteriaList
 from transformers.generation.logits_process import TopPLogitsWarper
 
 from codelib.progress import bar as tqdm  # a widget in JupyterLab, a line per interval headless
@@ -33,10 +32,7 @@ STOP_SEQUENCES = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#")
 # Whole-function tasks (MBPP): the completion may define helpers and import modules, so a new `def` must not stop it
 # (bigcode-evaluation-harness drops "\ndef" for MBPP for the same reason).
 WHOLE_FUNCTION_STOPS = ("\nclass ", "\nif __name__", "\nprint(", "\nassert ", '\n"""', "\n```")
-# The HF backend's decode loop: "ours" (`_decode_batch`, issue 14) or "generate" (transformers' `model.generate`, the
-# loop before it; kept so `bench.rl --before` can measure both in one run). Both sample from the same distribution but
-# draw differently: a seed gives other (equally likely) samples in each; greedy decoding gives the same tokens.
-HF_LOOP = "ours"
+PREFILL_CHUNK = 32  # prompts per prefill forward: prompts of like length together, little padding
 
 
 @dataclass
@@ -104,23 +100,6 @@ def trim(tokenizer, ids: Sequence[int], stop: Sequence[str], eos_ids: Sequence[i
     return Completion(text=text, ids=ids, n_tokens=len(ids), finished=False)
 
 
-class StopOnSequences(StoppingCriteria):
-    """Per-row stopping: a row is done once its generated text holds a stop sequence (see `find_stop`)."""
-
-    def __init__(self, tokenizer, prompt_len: int, stop: Sequence[str]):
-        self.tokenizer, self.prompt_len, self.stop = tokenizer, prompt_len, tuple(stop)
-
-    def __call__(self, input_ids: torch.LongTensor, scores=None, **kwargs) -> torch.BoolTensor:
-        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
-        if not self.stop:
-            return done
-        # [batch, generated_so_far]; finished rows only grow padding, which decodes to nothing
-        texts = self.tokenizer.batch_decode(input_ids[:, self.prompt_len :].tolist(), skip_special_tokens=True)
-        for row, text in enumerate(texts):
-            done[row] = find_stop(text, self.stop) is not None
-        return done
-
-
 def batch_decoder(tokenizer):
     """`seqs -> tokenizer.batch_decode(seqs, skip_special_tokens=True)`: straight through the Rust tokenizer's batch
     call when that is all transformers would do (a fast tokenizer whose decode methods are transformers' own, no
@@ -176,12 +155,14 @@ def generate(
     stop: Sequence[str] = STOP_SEQUENCES,
     progress: bool = True,
     backend: str = "hf",
+    prefill_chunk: int = PREFILL_CHUNK,
 ) -> list[list[Completion]]:
     """Sample `n` completions per prompt; returns one list of `n` Completions per prompt, in prompt order.
 
     temperature == 0 is greedy decoding (all n samples are then the same one). stop: sequences that end a
     completion (see `find_stop`; `stops_for(task)` picks them per task kind). batch_size counts rows, i.e.
-    (prompt, sample) pairs. backend "vllm" takes, as `model`, a `vllm.LLM` or a hub name / model dir / LoRA
+    (prompt, sample) pairs; prefill_chunk: prompts per prefill forward of the HF backend (the same completions
+    whatever its value, up to float rounding). backend "vllm" takes, as `model`, a `vllm.LLM` or a hub name / model dir / LoRA
     adapter dir (tokenizer may then be None).
     """
     if n < 1:
@@ -192,18 +173,39 @@ def generate(
         raise ValueError(f"backend must be 'hf' or 'vllm', not {backend!r}")
     if temperature == 0 and n > 1:
         # Greedy decoding is deterministic: decode once, hand out copies.
-        kw = dict(max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed, stop=stop, progress=progress)
+        kw = dict(
+            max_new_tokens=max_new_tokens,
+            batch_size=batch_size,
+            seed=seed,
+            stop=stop,
+            progress=progress,
+            prefill_chunk=prefill_chunk,
+        )
         once = generate(model, tokenizer, prompts, n=1, temperature=0.0, backend=backend, **kw)
         return [[dataclasses.replace(c, ids=list(c.ids)) for _ in range(n)] for (c,) in once]
     if backend == "vllm":  # vLLM cuts at the stop strings; `trim` then applies the same cut as the HF path
         rows, tokenizer = sample_vllm(model, prompts, n, temperature, top_p, max_new_tokens, seed, stop)
         eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
         return [[trim(tokenizer, ids, stop, eos) for ids in row] for row in rows]
-    fn = _generate_hf if HF_LOOP == "ours" else _generate_hf_generate
-    return fn(model, tokenizer, prompts, n, temperature, top_p, max_new_tokens, batch_size, seed, stop, progress)
+    return _generate_hf(
+        model,
+        tokenizer,
+        prompts,
+        n,
+        temperature,
+        top_p,
+        max_new_tokens,
+        batch_size,
+        seed,
+        stop,
+        progress,
+        prefill_chunk,
+    )
 
 
-def _generate_hf(model, tokenizer, prompts, n, temperature, top_p, max_new_tokens, batch_size, seed, stop, progress):
+def _generate_hf(
+    model, tokenizer, prompts, n, temperature, top_p, max_new_tokens, batch_size, seed, stop, progress, prefill_chunk
+):
     """HF backend: our own KV-cached decode loop (see `_decode_batch`), batch by batch of `batch_size` rows."""
     prompt_ids = encode_prompts(tokenizer, prompts)
     eos = _eos_ids(model, tokenizer)
@@ -221,7 +223,7 @@ def _generate_hf(model, tokenizer, prompts, n, temperature, top_p, max_new_token
             for b in range(0, len(rows), batch_size):
                 batch = rows[b : b + batch_size]
                 new = _decode_batch(model, tokenizer, [prompt_ids[i] for i, _ in batch], temperature, top_p,
-                                    max_new_tokens, stop, eos, pad, device)  # fmt: skip
+                                    max_new_tokens, stop, eos, pad, device, prefill_chunk)  # fmt: skip
                 for (i, j), ids in zip(batch, new, strict=True):
                     out[i][j] = trim(tokenizer, ids, stop, eos)
                 bar.update(len(batch))
@@ -243,9 +245,6 @@ def _forward(model, **kw):
 
 
 _KEEP_LOGITS = True
-
-
-MERGE_LORA = True  # sample from a LoRA policy with its adapter folded into the weights (see `merged_lora`)
 
 
 def plain_lora(m) -> bool:
@@ -289,7 +288,7 @@ def merged_lora(model):
     lora = [m for _, m in named if isinstance(m, LoraLayer)]
 
     fp32 = all(getattr(getattr(m.base_layer, "weight", None), "dtype", None) == torch.float32 for m in lora)
-    if not MERGE_LORA or not lora or not fp32 or not all(plain_lora(m) for m in lora):
+    if not lora or not fp32 or not all(plain_lora(m) for m in lora):
         yield
         return
     parents = module_slots(model, [name for name, _ in named])
@@ -327,10 +326,7 @@ def merged_lora(model):
             setattr(module, attr, original)
 
 
-PREFILL_CHUNK = 32  # prompts per prefill forward: prompts of like length together, little padding
-
-
-def _prefill(model, seqs, pad, device):
+def _prefill(model, seqs, pad, device, chunk: int = PREFILL_CHUNK):
     """Run the prompts (longest first) through the model in chunks of like length, then join the chunks' KV caches
     into one left-padded cache (pad slots are zeros, masked out): (last logits [U, V], cache, mask [U, W],
     position ids [U, W]). A cache that is not transformers' DynamicCache of keys/values tensors is filled in one
@@ -338,7 +334,7 @@ def _prefill(model, seqs, pad, device):
     width = max(len(s) for s in seqs)
     mask = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs], device=device)  # [U, W]
     pos = (mask.cumsum(-1) - 1).clamp(min=0)  # [U, W]
-    chunks = [seqs[i : i + PREFILL_CHUNK] for i in range(0, len(seqs), PREFILL_CHUNK)]
+    chunks = [seqs[i : i + chunk] for i in range(0, len(seqs), chunk)]
     logits, caches = [], []
     for chunk in chunks if len(chunks) > 1 else [seqs]:
         w = max(len(s) for s in chunk)
@@ -366,7 +362,7 @@ def _prefill(model, seqs, pad, device):
 
 
 def _decode_batch(
-    model, tokenizer, seqs, temperature, top_p, max_new_tokens, stop, eos, pad, device
+    model, tokenizer, seqs, temperature, top_p, max_new_tokens, stop, eos, pad, device, prefill_chunk=PREFILL_CHUNK
 ) -> list[list[int]]:
     """Sample one continuation per row of `seqs` (prompt ids; equal neighbours are samples of one prompt).
 
@@ -384,7 +380,7 @@ def _decode_batch(
         if not uniq or seqs[uniq[-1]] != s:
             uniq.append(r)
         which.append(len(uniq) - 1)
-    logits, cache, mask, pos = _prefill(model, [seqs[r] for r in uniq], pad, device)
+    logits, cache, mask, pos = _prefill(model, [seqs[r] for r in uniq], pad, device, prefill_chunk)
     idx = torch.tensor(which, device=device)  # [B]
     if len(uniq) < len(seqs):
         cache.reorder_cache(idx)  # every sample of a prompt gets a copy of its prompt's cache
@@ -427,45 +423,3 @@ def _decode_batch(
         cache = out.past_key_values
         logits = out.logits[:, -1].float()  # [A, V]
     return gen
-
-
-def _generate_hf_generate(model, tokenizer, prompts, n, temperature, top_p, max_new_tokens, batch_size, seed, stop,
-                          progress):  # fmt: skip
-    """The HF backend before issue 14: `model.generate` with a stopping criterion (HF_LOOP = "generate")."""
-    prompt_ids = encode_prompts(tokenizer, prompts)
-    eos = _eos_ids(model, tokenizer)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos[0] if eos else 0)
-    device = next(model.parameters()).device
-    rows = sorted(((i, j) for i in range(len(prompts)) for j in range(n)), key=lambda r: -len(prompt_ids[r[0]]))
-    out: list[list[Completion | None]] = [[None] * n for _ in prompts]
-    sampling = dict(do_sample=True, temperature=temperature, top_p=top_p) if temperature > 0 else dict(do_sample=False)
-    was_training = model.training
-    model.eval()
-    bar = tqdm(total=len(rows), desc="generate", unit="sample", disable=not progress)
-    try:
-        with _seeded(seed, device), torch.inference_mode():
-            for b in range(0, len(rows), batch_size):
-                batch = rows[b : b + batch_size]
-                seqs = [prompt_ids[i] for i, _ in batch]
-                width = max(len(s) for s in seqs)
-                input_ids = torch.tensor([[pad] * (width - len(s)) + s for s in seqs], device=device)  # [B, width]
-                mask = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs], device=device)  # [B, width]
-                gen = model.generate(
-                    input_ids=input_ids,
-                    attention_mask=mask,
-                    max_new_tokens=max_new_tokens,
-                    stopping_criteria=StoppingCriteriaList([StopOnSequences(tokenizer, width, stop)]),
-                    pad_token_id=pad,
-                    eos_token_id=eos or None,
-                    use_cache=True,
-                    top_k=None,  # only top_p filtering, whatever the checkpoint's generation_config says
-                    **sampling,
-                )
-                new = gen[:, width:].tolist()  # [B, <= max_new_tokens]
-                for (i, j), ids in zip(batch, new, strict=True):
-                    out[i][j] = trim(tokenizer, ids, stop, eos)
-                bar.update(len(batch))
-    finally:
-        bar.close()
-        model.train(was_training)
-    return out  # type: ignore[return-value]

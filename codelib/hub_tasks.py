@@ -227,9 +227,10 @@ _TACO_FIELDS = ("question", "solutions", "starter_code", "input_output")
 READ_CHARS = 1 << 20  # json_records reads this much text at a time (more while one record is longer)
 
 
-def json_records(path):
-    """The records of a file holding one JSON array of objects, or JSON lines, read a piece at a time: memory holds
-    the records not yet returned and about twice the longest record, never the whole file's text.
+def json_records(path, read_chars: int = READ_CHARS):
+    """The records of a file holding one JSON array of objects, or JSON lines, read a piece at a time (`read_chars`
+    at least): memory holds the records not yet returned and about twice the longest record, never the whole file's
+    text.
 
     >>> import tempfile, os; f = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
     >>> _ = f.write('[{"id": 1}, {"id": 2}]'); f.close(); [r["id"] for r in json_records(f.name)]; os.unlink(f.name)
@@ -237,7 +238,7 @@ def json_records(path):
     """
     decoder = json.JSONDecoder()
     with open(path, encoding="utf-8-sig") as f, big_ints():
-        buf, at, eof, want = "", 0, False, READ_CHARS
+        buf, at, eof, want = "", 0, False, read_chars
         started = False
         while True:
             while at < len(buf) and buf[at] in " \t\r\n,":
@@ -252,7 +253,7 @@ def json_records(path):
                     if at >= len(buf):
                         return
                 else:
-                    more = f.read(max(READ_CHARS, want))
+                    more = f.read(max(read_chars, want))
                     eof = not more
                     buf, at = buf[at:] + more, 0
                     continue
@@ -263,7 +264,7 @@ def json_records(path):
                     raise TaskError(f"{path}: not a JSON array or JSON lines of records ({e})") from None
                 want = 2 * (len(buf) - at)  # the record is longer than what is read: read as much again, then retry
                 continue
-            started, want, at = True, READ_CHARS, end
+            started, want, at = True, read_chars, end
             yield record
 
 
@@ -335,13 +336,15 @@ def taco_file() -> Path:
     return Path(hf_hub_download(TACO_REPO, names[0], repo_type="dataset"))
 
 
-def load_taco(split: str, source: str, strict: bool = False, path: str | None = None) -> list[Task]:
-    """TACO-verified's problems, read record by record from `path` (a JSON array or JSON lines file in TACO's
-    schema), or from the hub's file when no path is given."""
+def load_taco(
+    split: str, source: str, strict: bool = False, path: str | None = None, read_chars: int = READ_CHARS
+) -> list[Task]:
+    """TACO-verified's problems, read record by record (`json_records`) from `path` (a JSON array or JSON lines file
+    in TACO's schema), or from the hub's file when no path is given."""
     if split not in TACO_SPLITS:
         raise ValueError(f"taco has splits {', '.join(TACO_SPLITS)} (the hub's one split, all of it); not {split!r}")
     rows = Rows("taco", strict)
-    for index, record in enumerate(json_records(path or base.hub_file(TACO_REPO, taco_file))):
+    for index, record in enumerate(json_records(path or base.hub_file(TACO_REPO, taco_file), read_chars)):
         rid = f"taco/{record.get('id', index)}" if isinstance(record, dict) else f"taco/{index}"
         rows.add(rid, taco_task, record, index)
     return rows.done()

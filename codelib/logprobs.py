@@ -5,7 +5,7 @@ to the longest, is on the tiny profile about half padding; the rows are packed f
 width as they fit (positions restart at 0 for each sequence, so transformers' attention masks keep the sequences
 apart), the model runs on those, and the results are scattered back to the [B, T-1] layout the trainers index.
 Positions past a row's last token come back as 0 (they were padding; every consumer masks them). The values equal the
-padded forward's up to float rounding (~1e-6: other matmul shapes); `pack=False` keeps the padded forward.
+padded forward's up to float rounding (~1e-6: other matmul shapes); `packed=False` runs the padded forward.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ import torch.nn.functional as F
 from transformers import DynamicCache
 
 from codelib.generation import module_slots, plain_lora
-
-PACK = True  # token_logprobs on packed rows (issue 14); False: the padded forward, as before (bench.rl --before)
 
 
 @dataclass
@@ -110,22 +108,25 @@ def token_logprobs(
     batch: Batch,
     with_entropy: bool = False,
     with_hidden: bool = False,
-    packed: bool | None = None,
+    packed: bool = True,
     shared: bool = False,
     temperature: float = 1.0,
+    fold: bool = True,
 ):
     """Per-token log p(token | prefix) of every target position: [B, T-1] (+ entropy [B, T-1], hidden [B, T-1, H]).
 
-    packed: run the model on packed rows (default `PACK`); the values agree with the padded forward's to ~1e-6.
+    packed: run the model on packed rows (False: the padded forward); the values agree with the padded forward's to
+    ~1e-6.
     shared: when rows share prompts (a task's group of samples), run each distinct prompt once (`shared_prefix`);
-    then only completion targets carry values (prompt targets are 0, as every consumer masks them).
+    then only completion targets carry values (prompt targets are 0, as every consumer masks them); fold: there,
+    plain LoRA layers run folded into one linear each (`folded_lora`).
     temperature: the sampling temperature; the logits are divided by it, so the log-probs are those of the
     distribution the sampler drew from (as TRL does)."""
     if shared:
-        out = shared_prefix_logprobs(model, batch, with_entropy, with_hidden, temperature)
+        out = shared_prefix_logprobs(model, batch, with_entropy, with_hidden, temperature, fold=fold)
         if out is not None:
             return out
-    p = pack(batch) if (PACK if packed is None else packed) else None
+    p = pack(batch) if packed else None
     if p is None:
         return _token_logprobs_padded(model, batch, with_entropy, with_hidden, temperature)
     out = model(input_ids=p.input_ids, position_ids=p.position_ids, output_hidden_states=with_hidden, use_cache=False)
@@ -200,9 +201,6 @@ def _place(x: torch.Tensor, valid: torch.Tensor, target: torch.Tensor, width: in
     return out.scatter_add(1, where, x * v)[:, :width]
 
 
-FOLD_LORA = True  # shared_prefix_logprobs runs plain LoRA layers folded into one linear each (`folded_lora`)
-
-
 class _FoldedLinear(torch.nn.Module):
     """A plain LoRA layer as one linear, differentiable in its A and B: y = x (W + s B A)^T + b."""
 
@@ -217,7 +215,7 @@ class _FoldedLinear(torch.nn.Module):
 
 
 @contextlib.contextmanager
-def folded_lora(model):
+def folded_lora(model, enabled: bool = True):
     """For the block, each plain LoRA layer of a peft model runs as `_FoldedLinear` (speed, issue 14).
 
     peft runs x W^T + s (x A^T) B^T: three matmuls a layer and an add. Folded, the forward is one matmul of W's size
@@ -225,7 +223,7 @@ def folded_lora(model):
     RLOO update (forward + backward) ~5% faster (1.01-1.15x over 6 rounds). Gradients equal peft's up to float rounding (~1e-6 relative).
     Every layer is folded or none: a layer with dropout in training, a disabled or merged adapter, several adapters,
     a LoRA variant (DoRA, aLoRA), a LoRA bias, a non-Linear base (4-bit), fan_in_fan_out or mixed dtypes keeps the
-    model as it is."""
+    model as it is, and so does `enabled=False`."""
     try:
         from peft.tuners.lora import LoraLayer
     except ImportError:  # pragma: no cover - peft is a dependency
@@ -241,7 +239,7 @@ def folded_lora(model):
         return ((isinstance(dropout, torch.nn.Identity) or not dropout.training or dropout.p == 0)
                 and m.base_layer.weight.dtype == m.lora_A[a].weight.dtype == m.lora_B[a].weight.dtype)  # fmt: skip
 
-    if not FOLD_LORA or not named or not all(plain_lora(m) and foldable(m) for _, m in named):
+    if not enabled or not named or not all(plain_lora(m) and foldable(m) for _, m in named):
         yield
         return
     parents = module_slots(model, [n for n, _ in named])
@@ -257,7 +255,15 @@ def folded_lora(model):
             setattr(parent, attr, m)
 
 
-def shared_prefix_logprobs(model, batch: Batch, with_entropy=False, with_hidden=False, temperature: float = 1.0):
+def shared_prefix_logprobs(
+    model,
+    batch: Batch,
+    with_entropy=False,
+    with_hidden=False,
+    temperature: float = 1.0,
+    fold: bool = True,
+    share_at_most: float = SHARE_AT_MOST,
+):
     """`token_logprobs` computing each distinct prompt once (speed, issue 14); None when it does not apply.
 
     A group of samples of one task repeats its prompt in every row: a PPO/RLOO batch of 16 tasks x 8 samples runs the
@@ -268,17 +274,19 @@ def shared_prefix_logprobs(model, batch: Batch, with_entropy=False, with_hidden=
     every consumer masks them with completion_mask). Equal to the packed forward up to float rounding (~1e-5 on a
     sequence's summed log-prob, ~1e-6 relative on gradients: other matmul shapes; `tests/test_speed.py`).
 
-    Not used (None) when prompts repeat little (distinct > SHARE_AT_MOST of the rows), under DDP (two forwards
+    Not used (None) when prompts repeat little (distinct > share_at_most of the rows), under DDP (two forwards
     through one DDP module before a backward), while gradient checkpointing is on (it turns the cache off), or for a
     model whose cache is not transformers' DynamicCache of key/value tensors. Plain LoRA layers run folded
-    (`folded_lora`)."""
+    (`folded_lora`) unless fold is False."""
     if isinstance(model, torch.nn.parallel.DistributedDataParallel):
         return None
-    with folded_lora(model):
-        return _shared_prefix_logprobs(model, batch, with_entropy, with_hidden, temperature)
+    with folded_lora(model, enabled=fold):
+        return _shared_prefix_logprobs(model, batch, with_entropy, with_hidden, temperature, share_at_most)
 
 
-def _shared_prefix_logprobs(model, batch: Batch, with_entropy: bool, with_hidden: bool, temperature: float = 1.0):
+def _shared_prefix_logprobs(
+    model, batch: Batch, with_entropy: bool, with_hidden: bool, temperature: float, share_at_most: float
+):
     if model.training and getattr(model, "is_gradient_checkpointing", False):  # QLoRA's prep: no cache in training
         return None
     comp = batch.completion_mask  # [B, T-1]
@@ -290,7 +298,7 @@ def _shared_prefix_logprobs(model, batch: Batch, with_entropy: bool, with_hidden
     prompts = [tuple(r[:n]) for r, n in zip(batch.input_ids.tolist(), plen.tolist(), strict=True)]
     index: dict[tuple, int] = {}
     which = [index.setdefault(p, len(index)) for p in prompts]
-    if len(index) > SHARE_AT_MOST * B:
+    if len(index) > share_at_most * B:
         return None
     device = batch.input_ids.device
     uniq = list(index)

@@ -96,14 +96,6 @@ def test_trim_marks_a_completion_that_ran_out_of_tokens_unfinished():
     assert c == Completion(text="    return x\n    pass", ids=[1, 5, 6], n_tokens=3, finished=False)
 
 
-def test_stopping_criterion_is_per_row():
-    tok = CharTokenizer(VOCAB)
-    crit = generation.StopOnSequences(tok, prompt_len=1, stop=STOP_SEQUENCES)
-    rows = torch.tensor([[6, 1, 2, 3], [6, 1, 5, 6], [6, 5, 2, 3]])  # [B, prompt 1 + generated 3]
-    # Row 3 generated "\n\ndef g": its stop comes before any content, so it continues.
-    assert crit(rows, None).tolist() == [True, False, False]
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # a real model that has memorised bodies followed by a new top-level def
 

@@ -157,7 +157,7 @@ def test_taco_reads_a_local_copy_and_json_lines(tmp_path):
         assert [t.task_id for t in load_tasks("taco:path=" + str(TACO_FILE), "all")][:2] == ["taco/0", "taco/1"]
 
 
-def test_taco_file_is_read_record_by_record_within_twice_its_size(tmp_path, monkeypatch):
+def test_taco_file_is_read_record_by_record_within_twice_its_size(tmp_path):
     """TACO-verified is one 1.93 GB JSON array; `datasets` holds ~6.4x that. Here a generated file in the same
     shape (records of ~60 kB: statements, solutions and tests) must load with a Python-heap peak under 2x its size,
     records longer than the reader's buffer included."""
@@ -165,7 +165,6 @@ def test_taco_file_is_read_record_by_record_within_twice_its_size(tmp_path, monk
 
     from codelib import hub_tasks
 
-    monkeypatch.setattr(hub_tasks, "READ_CHARS", 1 << 14)  # smaller than a record: the reader must grow and retry
     template = json.loads(TACO_FILE.read_text())[0]
     path = tmp_path / "taco.json"
     with open(path, "w") as f:
@@ -182,7 +181,8 @@ def test_taco_file_is_read_record_by_record_within_twice_its_size(tmp_path, monk
     size = path.stat().st_size
     tracemalloc.start()
     try:
-        tasks = load_tasks("taco", "all", path=str(path))
+        # read 16 kB at a time, less than a record: the reader must grow and retry
+        tasks = hub_tasks.load_taco("all", "hub", path=str(path), read_chars=1 << 14)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

@@ -571,7 +571,7 @@ NOT_PARSING = ["    return a +\n", "    return 'abc\n", "    return (a]\n", "   
 def test_a_program_that_does_not_parse_gets_its_runs_verdict_without_a_run(monkeypatch):
     """The parent parses a function job's program first (`jobs.parse_error`); a parse error is the verdict the judge
     would give (same status, detail, counts, output), with no run; everything else runs as before."""
-    from codelib.sandbox import client, jobs
+    from codelib.sandbox import client
 
     task = Task(task_id="t", prompt="def f(a):\n", entry_point="f", canonical_solution="    return a + 1\n",
                 tests="def check(candidate):\n    assert candidate(1) == 2\n    assert candidate(2) == 3\n")  # fmt: skip
@@ -585,11 +585,11 @@ def test_a_program_that_does_not_parse_gets_its_runs_verdict_without_a_run(monke
     monkeypatch.setattr(client.Worker, "submit", counting_submit)
     job_list = [sandbox.task_job(task, c) for c in NOT_PARSING + [task.canonical_solution]]
     with Sandbox(workers=2, timeout_s=5) as b:
-        monkeypatch.setattr(jobs, "PARSE_FIRST", False)
+        b.parse_first = False
         ran = b.map(job_list)
         assert len(submitted) == len(job_list)
         submitted.clear()
-        monkeypatch.setattr(jobs, "PARSE_FIRST", True)
+        b.parse_first = True
         parsed = b.map(job_list)
     strip = [dataclasses.replace(v, duration_s=0.0) for v in ran]
     assert [dataclasses.replace(v, duration_s=0.0) for v in parsed] == strip

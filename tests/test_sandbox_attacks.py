@@ -635,7 +635,6 @@ def test_a_programs_text_cannot_game_or_break_the_parse_in_the_parent(box, he_ta
     """Every text gets exactly the verdict its run gets (a parse error is never better than an error), the parent
     survives each (its recursion limit and warnings filters unchanged), and a correct solution written with soft
     keywords still passes."""
-    from codelib.sandbox import jobs
 
     task = he_tasks[0]
     limit, filters = sys.getrecursionlimit(), list(warnings.filters)
@@ -644,11 +643,11 @@ def test_a_programs_text_cannot_game_or_break_the_parse_in_the_parent(box, he_ta
     codes[0] = solution
     jobs_list = [sandbox.task_job(task, c) for c in codes]
     parsed = box.map(jobs_list)
-    jobs.PARSE_FIRST = False
+    box.parse_first = False
     try:
         ran = box.map(jobs_list)
     finally:
-        jobs.PARSE_FIRST = True
+        box.parse_first = True
     assert [(v.status, v.detail, v.tests_passed, v.tests_total) for v in parsed] == [
         (v.status, v.detail, v.tests_passed, v.tests_total) for v in ran
     ]

@@ -87,15 +87,14 @@ def test_length_chunks_bound_the_padding():
     assert logprobs.length_chunks([5] * 6) == [[0, 1, 2, 3, 4, 5]]
 
 
-def test_shared_prefix_falls_back_when_prompts_barely_repeat(model, monkeypatch):
+def test_shared_prefix_falls_back_when_prompts_barely_repeat(model):
     """Distinct prompts (REINFORCE's 128 x 1) or a single row: the packed forward runs, values unchanged."""
     batch = make_batch([[1, 2, 3], [4, 5], [6]], [[7, 8], [9], [10, 11, 12]], pad_id=0)
     assert shared_prefix_logprobs(model, batch) is None
     assert torch.equal(token_logprobs(model, batch, shared=True), token_logprobs(model, batch))
     half = make_batch([[1, 2], [1, 2], [3], [4]], [[5], [6], [7], [8]], pad_id=0)  # 3 distinct of 4 rows
     assert shared_prefix_logprobs(model, half) is None
-    monkeypatch.setattr(logprobs, "SHARE_AT_MOST", 0.75)
-    assert shared_prefix_logprobs(model, half) is not None
+    assert shared_prefix_logprobs(model, half, share_at_most=0.75) is not None
 
 
 def test_packing_leaves_left_padded_and_single_rows_alone(model):
@@ -106,15 +105,21 @@ def test_packing_leaves_left_padded_and_single_rows_alone(model):
     assert pack(left) is None
 
 
-def test_our_decode_loop_is_greedy_generate_and_prefills_in_chunks(model, monkeypatch):
+def test_our_decode_loop_is_greedy_generate_and_prefills_in_chunks(model):
+    """Greedy decoding with our KV-cached loop (prompts prefilled in several chunks joined into one cache) gives the
+    tokens of transformers' `model.generate`, cut at the same stop sequences."""
     tok = _Tok()
     prompts = ["abcabcabd", "xyz", "hello", "aaaaaaaaaaaaaaa", "qq", "mnopq", "hello"]
-    kw = dict(n=2, temperature=0.0, max_new_tokens=10, batch_size=6, stop=("ba",), progress=False)
-    monkeypatch.setattr(generation, "PREFILL_CHUNK", 2)  # several prefill chunks joined into one cache
-    ours = generation.generate(model, tok, prompts, **kw)
-    monkeypatch.setattr(generation, "HF_LOOP", "generate")
-    theirs = generation.generate(model, tok, prompts, **kw)
-    assert [[c.ids for c in row] for row in ours] == [[c.ids for c in row] for row in theirs]
+    stop = ("ba",)
+    kw = dict(n=2, temperature=0.0, max_new_tokens=10, batch_size=6, stop=stop, progress=False)
+    ours = generation.generate(model, tok, prompts, prefill_chunk=2, **kw)
+    theirs = []
+    with torch.inference_mode():
+        for ids in generation.encode_prompts(tok, prompts):
+            out = model.generate(input_ids=torch.tensor([ids]), max_new_tokens=10, do_sample=False, pad_token_id=0,
+                                 eos_token_id=0, top_k=None)  # fmt: skip
+            theirs.append(generation.trim(tok, out[0, len(ids) :].tolist(), stop, [0]).ids)
+    assert [[c.ids for c in row] for row in ours] == [[ids, ids] for ids in theirs]
     assert any(c.finished for row in ours for c in row) and any(not c.finished for row in ours for c in row)
 
 
@@ -187,9 +192,8 @@ def test_folded_lora_gives_peft_log_probs_and_gradients_and_puts_the_layers_back
     modules = dict(policy.named_modules())
     results = []
     for fold in (False, True):
-        monkeypatch.setattr(logprobs, "FOLD_LORA", fold)
         policy.zero_grad()
-        logp = token_logprobs(policy, batch, shared=True)
+        logp = token_logprobs(policy, batch, shared=True, fold=fold)
         (logp * mask * torch.linspace(-1, 1, logp.shape[1])).sum().backward()
         grads = {n: p.grad.clone() for n, p in policy.named_parameters() if p.requires_grad}
         results.append((logp * mask, grads))

@@ -63,11 +63,13 @@ class Sandbox:
         hide: tuple = (),  # kept for compatibility: the program's root is an allow-list, nothing else is visible
         packages: tuple | None = None,  # importable beyond the stdlib (their code files only); None: DEFAULT_PACKAGES
         site_packages: list | None = None,  # where to find them; None: this interpreter's site-packages
+        parse_first: bool = True,  # a function job that does not parse gets its verdict without a run (False: runs)
     ):
         self.workers = int(workers or len(os.sched_getaffinity(0)))
         self.timeout_s, self.memory_mb = float(timeout_s), int(memory_mb)
         self.reference_timeout_s, self.grace_s = float(reference_timeout_s), float(grace_s)
         self.max_output_bytes = int(max_output_bytes)
+        self.parse_first = bool(parse_first)  # tests compare the two ways on one pool
         if site_packages is None:
             site_packages = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
         hidden = isolation.under_tmp(isolation.interpreter_paths(site_packages)) if namespaces else None
