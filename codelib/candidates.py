@@ -34,48 +34,91 @@ class PairRule:
     max_pairs_per_task: int = 4  # K
 
 
-def generate_candidates(model, tokenizer, tasks: list[Task], path: Path, n: int, temperature: float, top_p: float,
-                        max_new_tokens: int, seed: int, batch_size: int = 64, source: str = "",
-                        backend: str = "hf") -> Path:  # fmt: skip
+def generate_candidates(
+    model,
+    tokenizer,
+    tasks: list[Task],
+    path: Path,
+    n: int,
+    temperature: float,
+    top_p: float,
+    max_new_tokens: int,
+    seed: int,
+    batch_size: int = 64,
+    source: str = "",
+    backend: str = "hf",
+) -> Path:
     """Sample n completions per task and write candidates.jsonl (skipped if it exists for the same settings).
 
     backend "vllm": `model` is what vLLM loads (hub id, model dir or adapter dir) and tokenizer may be None.
     """
-    settings = {"n": n, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens, "seed": seed,
-                "source": source, "tasks": len(tasks), "ids": True}  # fmt: skip
+    settings = {
+        "n": n,
+        "temperature": temperature,
+        "top_p": top_p,
+        "max_new_tokens": max_new_tokens,
+        "seed": seed,
+        "source": source,
+        "tasks": len(tasks),
+        "ids": True,
+    }
     if backend != "hf":
         settings["backend"] = backend  # (absent for hf, so candidates written before this key stay valid)
     meta = path.with_suffix(".settings.json")
     if path.exists() and meta.exists() and json.loads(meta.read_text()) == settings:
         return path
-    groups = generate(model, tokenizer, [t.prompt for t in tasks], n=n, temperature=temperature, top_p=top_p,
-                      max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed, stop=stops_for(tasks[0]),
-                      backend=backend)  # fmt: skip
+    groups = generate(
+        model,
+        tokenizer,
+        [t.prompt for t in tasks],
+        n=n,
+        temperature=temperature,
+        top_p=top_p,
+        max_new_tokens=max_new_tokens,
+        batch_size=batch_size,
+        seed=seed,
+        stop=stops_for(tasks[0]),
+        backend=backend,
+    )
     lines = []
     for t, group in zip(tasks, groups, strict=True):
         for j, c in enumerate(group):
-            row = {"task_id": t.task_id, "index": j, "raw": c.text, "completion": rewards.extract_completion(c.text, t),
-                   "tokens": c.n_tokens, "finished": c.finished, "ids": list(c.ids)}  # fmt: skip
+            row = {
+                "task_id": t.task_id,
+                "index": j,
+                "raw": c.text,
+                "completion": rewards.extract_completion(c.text, t),
+                "tokens": c.n_tokens,
+                "finished": c.finished,
+                "ids": list(c.ids),
+            }
             lines.append(json.dumps(row) + "\n")
     atomic_write_text(path, "".join(lines))
     atomic_write_json(meta, settings)
     return path
 
 
-def annotate(candidates: Path, tasks: list[Task], out: Path, batch_size: int = 256, workers: int = 2,
-             timeout_s: float = 5.0) -> Path:  # fmt: skip
+def annotate(
+    candidates: Path, tasks: list[Task], out: Path, batch_size: int = 256, workers: int = 2, timeout_s: float = 5.0
+) -> Path:
     """Run every candidate not yet in `out` through the sandbox, appending its verdict batch by batch."""
     by_id = {t.task_id: t for t in tasks}
     done = {(r["task_id"], r["index"]) for r in read_jsonl(out)}
     todo = [r for r in read_jsonl(candidates) if (r["task_id"], r["index"]) not in done]
     for i in range(0, len(todo), batch_size):
         rows = todo[i : i + batch_size]
-        verdicts = sandbox.check([by_id[r["task_id"]] for r in rows], [r["completion"] for r in rows], workers=workers,
-                         timeout_s=timeout_s)  # fmt: skip
+        verdicts = sandbox.check(
+            [by_id[r["task_id"]] for r in rows], [r["completion"] for r in rows], workers=workers, timeout_s=timeout_s
+        )
         with open(out, "a", encoding="utf-8") as f:
             for r, v in zip(rows, verdicts, strict=True):
-                row = {**r, "status": v.status, "passed": v.passed, "detail": v.detail,
-                       "test_fraction": rewards.test_fraction_of(v)}  # fmt: skip
+                row = {
+                    **r,
+                    "status": v.status,
+                    "passed": v.passed,
+                    "detail": v.detail,
+                    "test_fraction": rewards.test_fraction_of(v),
+                }
                 f.write(json.dumps(row) + "\n")
             f.flush()
     return out
@@ -92,8 +135,11 @@ def rank(
     rows = [r for group in by_task.values() for r in group.values()]
     prompts = prompts or {}
     scores, _ = rewards.make_rewards(reward or RANKING).score(
-        [r["completion"] for r in rows], verdicts=rows, tokens=[r["tokens"] for r in rows],
-        prompt=[prompts.get(r["task_id"], "") for r in rows])  # fmt: skip
+        [r["completion"] for r in rows],
+        verdicts=rows,
+        tokens=[r["tokens"] for r in rows],
+        prompt=[prompts.get(r["task_id"], "") for r in rows],
+    )
     score = {id(r): s for r, s in zip(rows, scores, strict=True)}
     return {
         tid: sorted(group.values(), key=lambda r: (-score[id(r)], r["tokens"], r["index"]))
@@ -118,9 +164,17 @@ def make_pairs(ranked: dict[str, list[dict]], rule: PairRule, seed: int = 0) -> 
                 used.update((id(c), id(r)))
         picked += [cr for cr in cands if cr not in picked]
         for c, r in picked[: rule.max_pairs_per_task]:
-            pairs.append({"task_id": tid, "chosen": c["completion"], "rejected": r["completion"],
-                          "chosen_fraction": c["test_fraction"], "rejected_fraction": r["test_fraction"],
-                          "chosen_ids": c.get("ids"), "rejected_ids": r.get("ids")})  # fmt: skip
+            pairs.append(
+                {
+                    "task_id": tid,
+                    "chosen": c["completion"],
+                    "rejected": r["completion"],
+                    "chosen_fraction": c["test_fraction"],
+                    "rejected_fraction": r["test_fraction"],
+                    "chosen_ids": c.get("ids"),
+                    "rejected_ids": r.get("ids"),
+                }
+            )
     return pairs
 
 
@@ -143,13 +197,22 @@ def diversity(annotated: list[dict]) -> dict:
     }
 
 
-def build_preferences(annotated_path: Path, tasks: list[Task], out_dir: Path, rule: PairRule, settings: dict,
-                      seed: int = 0, reward: dict | None = None) -> dict:  # fmt: skip
+def build_preferences(
+    annotated_path: Path,
+    tasks: list[Task],
+    out_dir: Path,
+    rule: PairRule,
+    settings: dict,
+    seed: int = 0,
+    reward: dict | None = None,
+) -> dict:
     """Write nbest.jsonl, pairs.jsonl (with the prompt) and manifest.json; return the manifest."""
     annotated = read_jsonl(annotated_path)
     ranked = rank(annotated, reward, {t.task_id: t.prompt for t in tasks})
-    atomic_write_text(out_dir / "nbest.jsonl",
-                      "".join(json.dumps({"task_id": t, "ranked": rows}) + "\n" for t, rows in ranked.items()))  # fmt: skip
+    atomic_write_text(
+        out_dir / "nbest.jsonl",
+        "".join(json.dumps({"task_id": t, "ranked": rows}) + "\n" for t, rows in ranked.items()),
+    )
     prompts = {t.task_id: t.prompt for t in tasks}
     pairs = make_pairs(ranked, rule, seed)
     for p in pairs:

@@ -26,8 +26,9 @@ def config_fingerprint(cfg) -> str:
     return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def save_checkpoint(run_dir: Path, model, optimizer, step: int, extra: dict | None = None, extra_modules=None,
-                    fingerprint: str = ""):  # fmt: skip
+def save_checkpoint(
+    run_dir: Path, model, optimizer, step: int, extra: dict | None = None, extra_modules=None, fingerprint: str = ""
+):
     """Trainable weights, optimizer, RNG states and step into run_dir/checkpoint (replaced atomically)."""
     tmp = run_dir / "checkpoint.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -50,8 +51,9 @@ def save_checkpoint(run_dir: Path, model, optimizer, step: int, extra: dict | No
     shutil.rmtree(old, ignore_errors=True)
 
 
-def load_checkpoint(run_dir: Path, model, optimizer, extra_modules=None, fingerprint: str = "",
-                    max_step: int | None = None) -> tuple[int, dict]:  # fmt: skip
+def load_checkpoint(
+    run_dir: Path, model, optimizer, extra_modules=None, fingerprint: str = "", max_step: int | None = None
+) -> tuple[int, dict]:
     """Restore a checkpoint if there is one: (step to start from, extra); (0, {}) for a fresh run.
 
     A checkpoint written under other settings (fingerprint differs), or one already past `max_step` (the run now

@@ -21,8 +21,16 @@ import torch
 
 from codelib.models import rank_device_map, save_adapter
 
-__all__ = ["check_update_fits", "gathered_trainable_state", "grpo_batches", "rank_device_map", "refuse_rank0_work",
-           "refuse_sharded_loop", "save_gathered", "sharding"]  # fmt: skip
+__all__ = [
+    "check_update_fits",
+    "gathered_trainable_state",
+    "grpo_batches",
+    "rank_device_map",
+    "refuse_rank0_work",
+    "refuse_sharded_loop",
+    "save_gathered",
+    "sharding",
+]
 
 SHARDED_LOOP = (
     "{kind} shards the weights across processes; our own loops (REINFORCE, PPO, the own-engine GRPO) sample from "
@@ -143,8 +151,9 @@ LOGITS_BUDGET_GB = 8.0  # what one GRPO micro-batch's logits may take on a GPU (
 LOGIT_BYTES = 8  # bytes per (token, vocab) entry in TRL's GRPO loss: bf16 logits + bf16 gradient + fp32 row temps
 
 
-def grpo_batches(completions: int, processes: int, tokens: int = 0, vocab: int = 0,
-                 budget_gb: float = LOGITS_BUDGET_GB) -> tuple[int, int]:  # fmt: skip
+def grpo_batches(
+    completions: int, processes: int, tokens: int = 0, vocab: int = 0, budget_gb: float = LOGITS_BUDGET_GB
+) -> tuple[int, int]:
     """(per-device micro-batch, gradient accumulation steps) for TRL's GRPOTrainer, so that one optimizer step is
     `completions` completions in all, however many processes share it (as our loops split a fixed batch), and one
     micro-batch's logits stay under `budget_gb`.

@@ -36,8 +36,19 @@ from codelib.reports import write_results
 from codelib.stats import bootstrap_ci, paired_difference, pass_at_k, pass_at_k_curve
 from codelib.tasks import Task, load_tasks, parse_dataset
 
-__all__ = ["EvalConfig", "bootstrap_ci", "compare", "evaluate", "evaluate_checkpoints", "load_summary",
-           "paired_difference", "pass_at_k", "score_completions", "settings_for", "settings_hash"]  # fmt: skip
+__all__ = [
+    "EvalConfig",
+    "bootstrap_ci",
+    "compare",
+    "evaluate",
+    "evaluate_checkpoints",
+    "load_summary",
+    "paired_difference",
+    "pass_at_k",
+    "score_completions",
+    "settings_for",
+    "settings_hash",
+]
 
 # ---------------------------------------------------------------------------------------------------------------
 # scoring: the one path from completions to pass@k
@@ -333,8 +344,11 @@ def check_checkpoints(cfg: EvalConfig) -> None:
         if not local:
             continue  # a hub id: the loader downloads it (or says it is not there)
         stage = stage_of(path.name)
-        fix = (f"train it first: python -m codelib.pipeline --profile {cfg.profile} --only {stage.name}"
-               if stage else "give an existing directory, a hub id or 'tiny'")  # fmt: skip
+        fix = (
+            f"train it first: python -m codelib.pipeline --profile {cfg.profile} --only {stage.name}"
+            if stage
+            else "give an existing directory, a hub id or 'tiny'"
+        )
         problems.append(f"{name}: {spec} does not exist; {fix}")
     if problems:
         raise FileNotFoundError(
@@ -397,13 +411,19 @@ def evaluate(
             )
             summaries[name] = old
             continue
-        print(f"[eval {i}/{total}] {name}: {cfg.checkpoints[name]}, {len(tasks)} {cfg.dataset}/{cfg.split} tasks x "
-              f"{cfg.n_samples} samples", flush=True)  # fmt: skip
+        print(
+            f"[eval {i}/{total}] {name}: {cfg.checkpoints[name]}, {len(tasks)} {cfg.dataset}/{cfg.split} tasks x "
+            f"{cfg.n_samples} samples",
+            flush=True,
+        )
         summaries[name] = evaluate_checkpoint(cfg, name, tasks, out)
         s = summaries[name]
         probed = f", tampering {100 * s['tamper_frac']:.1f}% of samples" if s.get("tamper") else ""
-        print(f"[eval {i}/{total}] {name}: pass@1 {100 * s['pass@1']:.1f}% (generate {s['generate_s']:.0f} s, "
-              f"judge {s['execute_s']:.0f} s){probed}", flush=True)  # fmt: skip
+        print(
+            f"[eval {i}/{total}] {name}: pass@1 {100 * s['pass@1']:.1f}% (generate {s['generate_s']:.0f} s, "
+            f"judge {s['execute_s']:.0f} s){probed}",
+            flush=True,
+        )
 
     # Paired differences are recomputed every time (cheap), so a changed baseline never leaves a stale one.
     for name, s in summaries.items():

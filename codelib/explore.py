@@ -177,21 +177,29 @@ def load_prompts(profile: str, name: str) -> dict[str, str]:
 def render_prompt_html(prompt: str) -> str:
     """The task's prompt, highlighted, in a grey box headed "prompt"."""
     formatter = HtmlFormatter(noclasses=True, nowrap=False)
-    return ("<div style='background:#f6f8fa;border:1px solid #d0d7de;padding:4px 8px;border-radius:6px'>"
-            "<b style='color:#57606a'>prompt</b>" + highlight(prompt or "(prompt not available)", PythonLexer(),
-                                                            formatter) + "</div>")  # fmt: skip
+    return (
+        "<div style='background:#f6f8fa;border:1px solid #d0d7de;padding:4px 8px;border-radius:6px'>"
+        "<b style='color:#57606a'>prompt</b>"
+        + highlight(prompt or "(prompt not available)", PythonLexer(), formatter)
+        + "</div>"
+    )
 
 
 def render_task_html(task_id: str, prompt: str, name: str, rows: list[dict], spec: dict) -> str:
     """The prompt beside the completions of one checkpoint (two columns, each taking half the width)."""
-    head = (f"<div><b>{html.escape(task_id)}</b>: {html.escape(name)} passes {pass_share(rows):.0%} of "
-            f"{len(rows)} samples</div>")  # fmt: skip
-    return (head + "<div style='display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:12px;width:100%'>"
-            f"<div>{render_prompt_html(prompt)}</div><div>{render_samples_html(name, rows, spec)}</div></div>")  # fmt: skip
+    head = (
+        f"<div><b>{html.escape(task_id)}</b>: {html.escape(name)} passes {pass_share(rows):.0%} of "
+        f"{len(rows)} samples</div>"
+    )
+    return (
+        head + "<div style='display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:12px;width:100%'>"
+        f"<div>{render_prompt_html(prompt)}</div><div>{render_samples_html(name, rows, spec)}</div></div>"
+    )
 
 
-def render_comparison(task_id: str, a: str, rows_a: list[dict], b: str, rows_b: list[dict], spec: dict,
-                      prompt: str = "") -> str:  # fmt: skip
+def render_comparison(
+    task_id: str, a: str, rows_a: list[dict], b: str, rows_b: list[dict], spec: dict, prompt: str = ""
+) -> str:
     return (
         f"== {task_id}: {a} passes {pass_share(rows_a):.0%} of samples, {b} passes {pass_share(rows_b):.0%}\n"
         + (f"--- prompt\n{prompt.rstrip()}\n" if prompt else "")
@@ -275,8 +283,17 @@ def comparison_view(cfg: ExploreConfig) -> None:
     if headless(cfg.interactive):
         differ = sum(1 for t in ranked if pass_share(a[t]) != pass_share(b[t]))
         print(f"{differ} of {len(ranked)} tasks differ; the largest gap:")
-        print(render_comparison(ranked[0], cfg.checkpoint, a[ranked[0]], cfg.other, b[ranked[0]], cfg.rewards,
-                                prompts.get(ranked[0], "")))  # fmt: skip
+        print(
+            render_comparison(
+                ranked[0],
+                cfg.checkpoint,
+                a[ranked[0]],
+                cfg.other,
+                b[ranked[0]],
+                cfg.rewards,
+                prompts.get(ranked[0], ""),
+            )
+        )
         return None
     names = _evaluated(cfg.profile)
     half = widgets.Layout(width="50%")
@@ -299,8 +316,12 @@ def comparison_view(cfg: ExploreConfig) -> None:
             out.clear_output()
             mine = rows.get(task.value, [])
             with out:
-                display(HTML(f"<h4 style='margin:4px 0'>{html.escape(name)}: {pass_share(mine):.0%} on this task, "
-                             f"{overall(rows)}</h4>" + render_samples_html(name, mine, cfg.rewards)))  # fmt: skip
+                display(
+                    HTML(
+                        f"<h4 style='margin:4px 0'>{html.escape(name)}: {pass_share(mine):.0%} on this task, "
+                        f"{overall(rows)}</h4>" + render_samples_html(name, mine, cfg.rewards)
+                    )
+                )
 
     def repick(change=None):
         data["a"], data["b"] = load_samples(cfg.profile, pick_a.value), load_samples(cfg.profile, pick_b.value)
@@ -315,9 +336,17 @@ def comparison_view(cfg: ExploreConfig) -> None:
     pick_b.observe(repick, names="value")
     task.observe(draw, names="value")
     draw()
-    display(widgets.VBox([widgets.HBox([pick_a, pick_b], layout=widgets.Layout(width="100%")), task, prompt,
-                          widgets.HBox([left, right], layout=widgets.Layout(width="100%"))],
-                         layout=widgets.Layout(width="100%")))  # fmt: skip
+    display(
+        widgets.VBox(
+            [
+                widgets.HBox([pick_a, pick_b], layout=widgets.Layout(width="100%")),
+                task,
+                prompt,
+                widgets.HBox([left, right], layout=widgets.Layout(width="100%")),
+            ],
+            layout=widgets.Layout(width="100%"),
+        )
+    )
     return None
 
 
@@ -336,14 +365,18 @@ def load_episodes(path: str | Path) -> list[dict]:
 def render_episode(row: dict) -> str:
     """One episode as text: per turn the attempt, its verdict on the public tests and on all tests, and the
     feedback the next turn was shown."""
-    head = (f"== {row['task_id']} ({row['mode']} feedback): {'passed' if row['passed'] else 'failed'} after "
-            f"{row['turns_used']} turn(s); public tests {row['public_tests']}, hidden {row['hidden_tests']}")  # fmt: skip
+    head = (
+        f"== {row['task_id']} ({row['mode']} feedback): {'passed' if row['passed'] else 'failed'} after "
+        f"{row['turns_used']} turn(s); public tests {row['public_tests']}, hidden {row['hidden_tests']}"
+    )
     parts = [head]
     for t in row["turns"]:
         full, pub = t["full"], t["public"]
-        parts.append(f"-- turn {t['turn']}: public {pub['status']}, all tests {full['status']} "
-                     f"({full.get('tests_passed', '?')}/{full.get('tests_total', '?')}), {t['tokens']} tokens"
-                     + (f"  detail (all tests): {full['detail']}" if full.get("detail") else ""))  # fmt: skip
+        parts.append(
+            f"-- turn {t['turn']}: public {pub['status']}, all tests {full['status']} "
+            f"({full.get('tests_passed', '?')}/{full.get('tests_total', '?')}), {t['tokens']} tokens"
+            + (f"  detail (all tests): {full['detail']}" if full.get("detail") else "")
+        )
         parts.append(t["completion"].rstrip("\n"))
         if t["turn"] < row["turns_used"]:
             parts.append(f"   feedback shown: {t['feedback']!r}")
@@ -353,8 +386,10 @@ def render_episode(row: dict) -> str:
 def render_episode_html(row: dict) -> str:
     """The same as HTML, each attempt highlighted as Python and each verdict coloured."""
     formatter = HtmlFormatter(noclasses=True, nowrap=False)
-    parts = [f"<div><b>{html.escape(row['task_id'])}</b> ({html.escape(row['mode'])} feedback): "
-             f"public tests {row['public_tests']}, hidden {row['hidden_tests']}</div>"]  # fmt: skip
+    parts = [
+        f"<div><b>{html.escape(row['task_id'])}</b> ({html.escape(row['mode'])} feedback): "
+        f"public tests {row['public_tests']}, hidden {row['hidden_tests']}</div>"
+    ]
     for t in row["turns"]:
         full, pub = t["full"], t["public"]
         parts.append(
@@ -367,7 +402,7 @@ def render_episode_html(row: dict) -> str:
                 f"<pre style='color:#9a6700'># feedback: {html.escape(t['feedback'])}</pre>"
                 if t["turn"] < row["turns_used"]
                 else ""
-            )  # fmt: skip
+            )
             + "</div>"
         )
     return "\n".join(parts)
@@ -377,14 +412,21 @@ def episode_explorer(path: str | Path, index: int = -1, interactive: bool = True
     """Pick an episode (repaired ones first) and read every turn; prints one when headless. index -1: the first
     episode that took more than one turn and passed."""
     rows = load_episodes(path)
-    order = sorted(range(len(rows)), key=lambda i: (-(rows[i]["turns_used"] > 1 and rows[i]["passed"]),
-                                                    -rows[i]["turns_used"], i))  # fmt: skip
+    order = sorted(
+        range(len(rows)), key=lambda i: (-(rows[i]["turns_used"] > 1 and rows[i]["passed"]), -rows[i]["turns_used"], i)
+    )
     start = order[0] if index < 0 else index
     if headless(interactive):
         print(render_episode(rows[start]))
         return None
-    labels = [(f"{rows[i]['task_id']} #{i} ({rows[i]['mode']}, {rows[i]['turns_used']} turns, "
-               f"{'pass' if rows[i]['passed'] else 'fail'})", i) for i in order]  # fmt: skip
+    labels = [
+        (
+            f"{rows[i]['task_id']} #{i} ({rows[i]['mode']}, {rows[i]['turns_used']} turns, "
+            f"{'pass' if rows[i]['passed'] else 'fail'})",
+            i,
+        )
+        for i in order
+    ]
     pick = widgets.Dropdown(options=labels, value=start, description="episode")
     out = widgets.Output()
 

@@ -24,8 +24,21 @@ from transformers.generation.logits_process import TopPLogitsWarper
 from codelib.progress import bar as tqdm  # a widget in JupyterLab, a line per interval headless
 from codelib.vllm_backend import VLLM_LORA_MODULES, VLLM_MISSING, _lora_rank_slot, load_vllm, sample_vllm, vllm_plan
 
-__all__ = ["STOP_SEQUENCES", "VLLM_LORA_MODULES", "VLLM_MISSING", "Completion", "encode_prompts", "find_stop",
-           "generate", "load_vllm", "merged_lora", "stops_for", "trim", "vllm_plan", "_lora_rank_slot"]  # fmt: skip
+__all__ = [
+    "STOP_SEQUENCES",
+    "VLLM_LORA_MODULES",
+    "VLLM_MISSING",
+    "Completion",
+    "encode_prompts",
+    "find_stop",
+    "generate",
+    "load_vllm",
+    "merged_lora",
+    "stops_for",
+    "trim",
+    "vllm_plan",
+    "_lora_rank_slot",
+]
 
 # A function body ends where a new top-level statement begins (HumanEval's stop sequences, as in Codex).
 STOP_SEQUENCES = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#")
@@ -112,9 +125,15 @@ def batch_decoder(tokenizer):
         Fast = Base = None
     kind = type(tokenizer)
     backend = getattr(tokenizer, "_tokenizer", None)
-    if (Fast is not None and backend is not None and isinstance(tokenizer, Fast) and kind._decode is Fast._decode
-            and kind.decode is Base.decode and kind.batch_decode is Base.batch_decode
-            and not tokenizer.clean_up_tokenization_spaces):  # fmt: skip
+    if (
+        Fast is not None
+        and backend is not None
+        and isinstance(tokenizer, Fast)
+        and kind._decode is Fast._decode
+        and kind.decode is Base.decode
+        and kind.batch_decode is Base.batch_decode
+        and not tokenizer.clean_up_tokenization_spaces
+    ):
         return lambda seqs: backend.decode_batch(seqs, skip_special_tokens=True)
     return lambda seqs: tokenizer.batch_decode(seqs, skip_special_tokens=True)
 
@@ -222,8 +241,19 @@ def _generate_hf(
         with _seeded(seed, device), merged_lora(model), torch.inference_mode():
             for b in range(0, len(rows), batch_size):
                 batch = rows[b : b + batch_size]
-                new = _decode_batch(model, tokenizer, [prompt_ids[i] for i, _ in batch], temperature, top_p,
-                                    max_new_tokens, stop, eos, pad, device, prefill_chunk)  # fmt: skip
+                new = _decode_batch(
+                    model,
+                    tokenizer,
+                    [prompt_ids[i] for i, _ in batch],
+                    temperature,
+                    top_p,
+                    max_new_tokens,
+                    stop,
+                    eos,
+                    pad,
+                    device,
+                    prefill_chunk,
+                )
                 for (i, j), ids in zip(batch, new, strict=True):
                     out[i][j] = trim(tokenizer, ids, stop, eos)
                 bar.update(len(batch))
@@ -252,9 +282,15 @@ def plain_lora(m) -> bool:
     an nn.Linear, not merged, no DoRA or other variant (aLoRA), no LoRA bias. The layers `merged_lora` and
     `logprobs.folded_lora` fold into one linear."""
     names = list(m.active_adapters)
-    return (len(names) == 1 and type(m.base_layer) is torch.nn.Linear and not m.merged and not m.disable_adapters
-            and not m.use_dora.get(names[0], False) and names[0] not in getattr(m, "lora_variant", {})
-            and not getattr(m, "lora_bias", {}).get(names[0], False))  # fmt: skip
+    return (
+        len(names) == 1
+        and type(m.base_layer) is torch.nn.Linear
+        and not m.merged
+        and not m.disable_adapters
+        and not m.use_dora.get(names[0], False)
+        and names[0] not in getattr(m, "lora_variant", {})
+        and not getattr(m, "lora_bias", {}).get(names[0], False)
+    )
 
 
 def module_slots(model, names: list[str]) -> dict:
@@ -284,7 +320,11 @@ def merged_lora(model):
     except ImportError:  # pragma: no cover - peft is a dependency
         yield
         return
-    named = [(n, m) for n, m in model.named_modules() if isinstance(m, (LoraLayer, ModulesToSaveWrapper))] if isinstance(model, PeftModel) else []  # fmt: skip
+    named = (
+        [(n, m) for n, m in model.named_modules() if isinstance(m, (LoraLayer, ModulesToSaveWrapper))]
+        if isinstance(model, PeftModel)
+        else []
+    )
     lora = [m for _, m in named if isinstance(m, LoraLayer)]
 
     fp32 = all(getattr(getattr(m.base_layer, "weight", None), "dtype", None) == torch.float32 for m in lora)
@@ -340,14 +380,20 @@ def _prefill(model, seqs, pad, device, chunk: int = PREFILL_CHUNK):
         w = max(len(s) for s in chunk)
         ids = torch.tensor([[pad] * (w - len(s)) + s for s in chunk], device=device)  # [b, w]
         m = torch.tensor([[0] * (w - len(s)) + [1] * len(s) for s in chunk], device=device)  # [b, w]
-        out = _forward(model, input_ids=ids, attention_mask=m, position_ids=(m.cumsum(-1) - 1).clamp(min=0),
-                       use_cache=True)  # fmt: skip
+        out = _forward(
+            model, input_ids=ids, attention_mask=m, position_ids=(m.cumsum(-1) - 1).clamp(min=0), use_cache=True
+        )
         logits.append(out.logits[:, -1].float())
         caches.append(out.past_key_values)
         layers = getattr(caches[0], "layers", None)
         if len(caches) == 1 and not (layers and all(hasattr(x, "keys") and hasattr(x, "values") for x in layers)):
-            out = _forward(model, input_ids=torch.tensor([[pad] * (width - len(s)) + s for s in seqs], device=device),
-                           attention_mask=mask, position_ids=pos, use_cache=True)  # fmt: skip
+            out = _forward(
+                model,
+                input_ids=torch.tensor([[pad] * (width - len(s)) + s for s in seqs], device=device),
+                attention_mask=mask,
+                position_ids=pos,
+                use_cache=True,
+            )
             return out.logits[:, -1].float(), out.past_key_values, mask, pos
     cache = caches[0]
     if len(caches) > 1:
@@ -418,8 +464,14 @@ def _decode_batch(
             active = [active[k] for k in keep]
         mask = torch.cat([mask, mask.new_ones(len(active), 1)], dim=1)  # [A, width + step + 1]
         last = last + 1
-        out = _forward(model, input_ids=tokens[:, None], attention_mask=mask, position_ids=last[:, None],
-                       past_key_values=cache, use_cache=True)  # fmt: skip
+        out = _forward(
+            model,
+            input_ids=tokens[:, None],
+            attention_mask=mask,
+            position_ids=last[:, None],
+            past_key_values=cache,
+            use_cache=True,
+        )
         cache = out.past_key_values
         logits = out.logits[:, -1].float()  # [A, V]
     return gen

@@ -81,8 +81,9 @@ class Rows:
         if parts:
             n = sum(len(ids) for ids in self.skipped.values())
             hint = "; strict=True raises at the first unreadable one" if self.skipped.get("could not be read") else ""
-            warnings.warn(f"{self.dataset}: skipped {n} of {self.seen} records: {'; '.join(parts)}{hint}",
-                          stacklevel=3)  # fmt: skip
+            warnings.warn(
+                f"{self.dataset}: skipped {n} of {self.seen} records: {'; '.join(parts)}{hint}", stacklevel=3
+            )
         return self.tasks
 
 
@@ -304,8 +305,9 @@ def taco_task(record: dict, index: int) -> Task | None:
         cases = _cases("taco", task_id, io.get("inputs"), io.get("outputs"), "input_output's inputs/outputs")
         with big_ints():
             tests = json.dumps(cases)
-        return make_task("taco", prompt=question.strip() + STDIO_INSTRUCTION, tests=tests, entry_point="",
-                         kind="stdio", **common)  # fmt: skip
+        return make_task(
+            "taco", prompt=question.strip() + STDIO_INSTRUCTION, tests=tests, entry_point="", kind="stdio", **common
+        )
     inputs, outputs = io.get("inputs"), io.get("outputs")
     if not isinstance(fn_name, str) or not fn_name.isidentifier():
         raise TaskError(f"taco record {task_id}: fn_name {fn_name!r} is not a Python name")
@@ -318,12 +320,20 @@ def taco_task(record: dict, index: int) -> Task | None:
     in_class = "class Solution" in starter or (not starter.strip() and any("class Solution" in c for c in solutions))
     entry = f"Solution.{fn_name}" if in_class else fn_name
     with big_ints():  # the arguments stay data: one JSON value per line, parsed by the judge at run time
-        cases = [{"input": "\n".join(json.dumps(a) for a in args), "output": json.dumps(want)}
-                 for args, want in zip(inputs, outputs, strict=True)]  # fmt: skip
+        cases = [
+            {"input": "\n".join(json.dumps(a) for a in args), "output": json.dumps(want)}
+            for args, want in zip(inputs, outputs, strict=True)
+        ]
         tests = json.dumps(cases)
     call = f"Solution().{fn_name}" if in_class else fn_name
-    return make_task("taco", prompt=_call_prompt(question, starter, call + "(...)", TACO_PRELUDE),
-                     tests=tests, entry_point=entry, kind="calls", **common)  # fmt: skip
+    return make_task(
+        "taco",
+        prompt=_call_prompt(question, starter, call + "(...)", TACO_PRELUDE),
+        tests=tests,
+        entry_point=entry,
+        kind="calls",
+        **common,
+    )
 
 
 def taco_file() -> Path:
@@ -366,12 +376,32 @@ LCB_RELEASES |= {f"v{i}_v{j}": _LCB_FILES[i - 1 : j] for i in range(1, 7) for j 
 LCB_SPLITS = ("test", "all")
 LCB_MAX_DECODED_BYTES = 1 << 30  # a private_test_cases blob that inflates past this is refused (zip bomb)
 _LCB_FIELDS = (
-    "question_title", "question_content", "platform", "question_id", "contest_id", "contest_date", "starter_code",
-    "difficulty", "public_test_cases", "private_test_cases", "metadata",
-)  # fmt: skip
+    "question_title",
+    "question_content",
+    "platform",
+    "question_id",
+    "contest_id",
+    "contest_date",
+    "starter_code",
+    "difficulty",
+    "public_test_cases",
+    "private_test_cases",
+    "metadata",
+)
 # The only pickle opcodes a pickled str uses: decoding checks every opcode and never runs the unpickler.
-_PICKLE_STR_OPS = {"PROTO", "FRAME", "SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "MEMOIZE", "PUT",
-                   "BINPUT", "LONG_BINPUT", "STOP"}  # fmt: skip
+_PICKLE_STR_OPS = {
+    "PROTO",
+    "FRAME",
+    "SHORT_BINUNICODE",
+    "BINUNICODE",
+    "BINUNICODE8",
+    "UNICODE",
+    "MEMOIZE",
+    "PUT",
+    "BINPUT",
+    "LONG_BINPUT",
+    "STOP",
+}
 
 
 def decode_lcb_tests(text: str, record_id: str = "?") -> list[dict]:
@@ -444,31 +474,52 @@ def livecodebench_task(record: dict) -> Task:
         raise TaskError(f"livecodebench record {record_id}: a test's input and output must be strings")
     with big_ints():
         tests, public_tests = json.dumps(cases), json.dumps(cases[: len(public)])
-    fields = dict(task_id=f"livecodebench/{record_id}", canonical_solution="", kind=kind, tests=tests,
-                  public_tests=public_tests, compare="lcb")  # fmt: skip
+    fields = dict(
+        task_id=f"livecodebench/{record_id}",
+        canonical_solution="",
+        kind=kind,
+        tests=tests,
+        public_tests=public_tests,
+        compare="lcb",
+    )
     if kind == "stdio":
-        return make_task("livecodebench", prompt=record["question_content"].strip() + STDIO_INSTRUCTION,
-                         entry_point="", **fields)  # fmt: skip
+        return make_task(
+            "livecodebench", prompt=record["question_content"].strip() + STDIO_INSTRUCTION, entry_point="", **fields
+        )
     if not isinstance(func, str) or not func.isidentifier():
         raise TaskError(f"livecodebench record {record_id}: metadata's func_name {func!r} is not a Python name")
     starter = record["starter_code"] or ""
     # lcb_runner calls Solution().func when the program defines `class Solution` (every LeetCode starter does)
     entry = f"Solution.{func}" if "class Solution" in starter or not starter.strip() else func
     call = f"Solution().{func}" if entry.startswith("Solution.") else func
-    return make_task("livecodebench", prompt=_call_prompt(record["question_content"], starter, call + "(...)"),
-                     entry_point=entry, **fields)  # fmt: skip
+    return make_task(
+        "livecodebench",
+        prompt=_call_prompt(record["question_content"], starter, call + "(...)"),
+        entry_point=entry,
+        **fields,
+    )
 
 
 # LiveCodeBench's published errata (ERRATA.md in the LiveCodeBench repository): problems whose tests accept only one
 # of several right answers, interactive problems, and problems with wrong tests. `exclude_errata=True` leaves them
 # out; ids are question_ids (AtCoder) or LeetCode title slugs, matched against question_id and question_title.
 LCB_ERRATA = {
-    "multiple solutions accepted": ("abc311_c", "abc326_d", "abc327_b", "abc333_e", "abc343_e", "abc362_c",
-                                    "find-words-containing-character", "find-the-peaks",
-                                    "generate-binary-strings-without-adjacent-zeros", "arc185_c", "abc343_a"),
+    "multiple solutions accepted": (
+        "abc311_c",
+        "abc326_d",
+        "abc327_b",
+        "abc333_e",
+        "abc343_e",
+        "abc362_c",
+        "find-words-containing-character",
+        "find-the-peaks",
+        "generate-binary-strings-without-adjacent-zeros",
+        "arc185_c",
+        "abc343_a",
+    ),
     "interactive": ("abc337_e", "abc355_e"),
     "erroneous tests": ("abc350_c", "apply-operations-to-make-string-empty", "most-frequent-ids", "arc189_a"),
-}  # fmt: skip
+}
 _LCB_ERRATA_IDS = frozenset(i for ids in LCB_ERRATA.values() for i in ids)
 
 

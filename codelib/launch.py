@@ -30,8 +30,18 @@ def command(module: str, params: str | Path, processes: int, config: str | None 
     path = Path(config) if config.endswith(".yaml") else REPO_ROOT / "params" / "accelerate" / f"{config}.yaml"
     if not path.exists():
         raise FileNotFoundError(f"no accelerate config {path}; see params/accelerate/")
-    return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(path),
-            "--num_processes", str(processes), "-m", module, str(params)]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        str(path),
+        "--num_processes",
+        str(processes),
+        "-m",
+        module,
+        str(params),
+    ]
 
 
 def train(module: str, cfg, processes: int = 1, config: str | None = None, echo=print) -> Path:
@@ -44,8 +54,9 @@ def train(module: str, cfg, processes: int = 1, config: str | None = None, echo=
     cmd = command(module, params, processes, config)
     echo("$ " + " ".join(cmd[1:]))
     tail: collections.deque[str] = collections.deque(maxlen=40)
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-                          cwd=REPO_ROOT) as proc:  # fmt: skip
+    with subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, cwd=REPO_ROOT
+    ) as proc:
         for line in proc.stdout:
             tail.append(line.rstrip())
             echo(line.rstrip())

@@ -52,8 +52,15 @@ def lint(code: str, first_line: int = 1) -> list[str]:
             bound.add(node.name)
         elif isinstance(node, ast.Compare):
             for op, right in zip(node.ops, node.comparators, strict=True):
-                if isinstance(op, (ast.Eq, ast.NotEq)) and isinstance(right, ast.Constant) and right.value in (None, True, False) and type(right.value) is not int:  # fmt: skip
-                    found.append((node.lineno, f"comparison to {right.value} with {'==' if isinstance(op, ast.Eq) else '!='}"))  # fmt: skip
+                if (
+                    isinstance(op, (ast.Eq, ast.NotEq))
+                    and isinstance(right, ast.Constant)
+                    and right.value in (None, True, False)
+                    and type(right.value) is not int
+                ):
+                    found.append(
+                        (node.lineno, f"comparison to {right.value} with {'==' if isinstance(op, ast.Eq) else '!='}")
+                    )
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in bound:
             found.append((node.lineno, f"undefined name {node.id}"))

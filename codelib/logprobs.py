@@ -236,8 +236,9 @@ def folded_lora(model, enabled: bool = True):
         if a not in m.lora_A or getattr(m, "fan_in_fan_out", False):
             return False
         dropout = m.lora_dropout[a]
-        return ((isinstance(dropout, torch.nn.Identity) or not dropout.training or dropout.p == 0)
-                and m.base_layer.weight.dtype == m.lora_A[a].weight.dtype == m.lora_B[a].weight.dtype)  # fmt: skip
+        return (
+            isinstance(dropout, torch.nn.Identity) or not dropout.training or dropout.p == 0
+        ) and m.base_layer.weight.dtype == m.lora_A[a].weight.dtype == m.lora_B[a].weight.dtype
 
     if not enabled or not named or not all(plain_lora(m) and foldable(m) for _, m in named):
         yield
@@ -307,8 +308,14 @@ def _shared_prefix_logprobs(
     m = torch.tensor([[0] * (W - len(u)) + [1] * len(u) for u in uniq], device=device)  # [U, W]
     pos = (m.cumsum(-1) - 1).clamp(min=0)  # [U, W]
     # logits at the last prompt position only: it predicts the first completion token; the others predict prompt tokens
-    first = model(input_ids=ids, attention_mask=m, position_ids=pos, use_cache=True, logits_to_keep=1,
-                  output_hidden_states=with_hidden)  # fmt: skip
+    first = model(
+        input_ids=ids,
+        attention_mask=m,
+        position_ids=pos,
+        use_cache=True,
+        logits_to_keep=1,
+        output_hidden_states=with_hidden,
+    )
     layers = getattr(first.past_key_values, "layers", None)
     if not layers or not all(hasattr(x, "keys") and hasattr(x, "values") for x in layers):
         return None
@@ -328,9 +335,14 @@ def _shared_prefix_logprobs(
         valid = j[None, :] < cl[:, None]  # [n, L]
         src = (pl[:, None] + j[None, :]).clamp(max=batch.input_ids.shape[1] - 1)  # column of completion token j
         cids = torch.where(valid, batch.input_ids[r].gather(1, src), torch.full_like(src, pad))  # [n, L]
-        second = model(input_ids=cids, attention_mask=torch.cat([m[sel], valid.long()], dim=1),
-                       position_ids=pos[sel, -1:] + 1 + j[None, :], past_key_values=cache, use_cache=False,
-                       output_hidden_states=with_hidden)  # fmt: skip
+        second = model(
+            input_ids=cids,
+            attention_mask=torch.cat([m[sel], valid.long()], dim=1),
+            position_ids=pos[sel, -1:] + 1 + j[None, :],
+            past_key_values=cache,
+            use_cache=False,
+            output_hidden_states=with_hidden,
+        )
         # the state that predicts completion token j: the prompt's last position for j = 0, completion position j-1
         logits = _tempered(torch.cat([first.logits[sel, -1:], second.logits[:, :-1]], dim=1).float(), temperature)
         logp_all = torch.log_softmax(logits, dim=-1)

@@ -34,9 +34,28 @@ from codelib.tiny import (
     train_tokenizer,
 )
 
-__all__ = ["BOS", "BUILD_FILE", "EOS", "PAD", "TINY_DIR", "TinyBuild", "build_tiny_model", "tiny_texts", "train_tokenizer",
-           "DEFAULT_TARGETS", "adapters_fp32", "add_lora", "load_policy", "lora_config", "merge_adapter", "placement", "rank_device_map",
-           "save_adapter", "starting_model_dir", "checkpoint_fingerprint"]  # fmt: skip
+__all__ = [
+    "BOS",
+    "BUILD_FILE",
+    "EOS",
+    "PAD",
+    "TINY_DIR",
+    "TinyBuild",
+    "build_tiny_model",
+    "tiny_texts",
+    "train_tokenizer",
+    "DEFAULT_TARGETS",
+    "adapters_fp32",
+    "add_lora",
+    "load_policy",
+    "lora_config",
+    "merge_adapter",
+    "placement",
+    "rank_device_map",
+    "save_adapter",
+    "starting_model_dir",
+    "checkpoint_fingerprint",
+]
 
 # ---------------------------------------------------------------------------------------------------------------
 # loading a policy
@@ -169,8 +188,9 @@ def _load_policy(name_or_path, load_in_4bit: bool, dtype, device_map, trainable:
         if (path / "adapter_config.json").is_file():
             return _load_adapter(path, load_in_4bit, dtype, device_map, trainable)
         if not (path / "config.json").is_file():
-            raise FileNotFoundError(f"{path} holds neither a model (config.json) nor a LoRA adapter "
-                                    "(adapter_config.json)")  # fmt: skip
+            raise FileNotFoundError(
+                f"{path} holds neither a model (config.json) nor a LoRA adapter (adapter_config.json)"
+            )
         source = path
     elif _HUB_ID.match(name) and ".." not in name:
         source = name

@@ -25,8 +25,14 @@ from pathlib import Path
 from tqdm import tqdm as text_tqdm
 
 # the metrics a compact line shows, in this order: (key, label, shown in %)
-COMPACT = (("reward_mean", "reward", False), ("pass_rate", "pass", True), ("loss", "loss", False),
-           ("completion_len", "len", False), ("kl", "kl", False), ("clip_frac", "clip", True))  # fmt: skip
+COMPACT = (
+    ("reward_mean", "reward", False),
+    ("pass_rate", "pass", True),
+    ("loss", "loss", False),
+    ("completion_len", "len", False),
+    ("kl", "kl", False),
+    ("clip_frac", "clip", True),
+)
 
 
 def under_papermill() -> bool:
@@ -107,8 +113,15 @@ def bar(iterable: Iterable | None = None, total: int | None = None, desc: str | 
     kwargs.setdefault("mininterval", interval_s())
     kwargs.setdefault("maxinterval", max(interval_s(), 10.0))
     fmt = "{desc}: {n_fmt}/{total_fmt} ({percentage:.0f}%) {elapsed}<{remaining}, {rate_fmt}{postfix}"
-    return text_tqdm(iterable, total=total, desc=desc or "progress", file=_Lines(sys.stdout), ascii=True,
-                     bar_format=fmt if total else "{desc}: {n_fmt} {elapsed}, {rate_fmt}{postfix}", **kwargs)  # fmt: skip
+    return text_tqdm(
+        iterable,
+        total=total,
+        desc=desc or "progress",
+        file=_Lines(sys.stdout),
+        ascii=True,
+        bar_format=fmt if total else "{desc}: {n_fmt} {elapsed}, {rate_fmt}{postfix}",
+        **kwargs,
+    )
 
 
 def steps(iterable: Iterable | None = None, total: int | None = None, desc: str = "train", **kwargs):
@@ -128,8 +141,14 @@ def compact(row: dict, keys=COMPACT) -> str:
 
 
 # the keys a TRL trainer's log rows carry that a compact line shows
-TRAINER_KEYS = (("loss", "loss", False), ("mean_token_accuracy", "acc", True), ("rewards/margins", "margin", False),
-                ("rewards/accuracies", "pairs right", True), ("reward", "reward", False), ("kl", "kl", False))  # fmt: skip
+TRAINER_KEYS = (
+    ("loss", "loss", False),
+    ("mean_token_accuracy", "acc", True),
+    ("rewards/margins", "margin", False),
+    ("rewards/accuracies", "pairs right", True),
+    ("reward", "reward", False),
+    ("kl", "kl", False),
+)
 
 
 def trainer_progress(desc: str):

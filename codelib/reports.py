@@ -126,12 +126,23 @@ TITLES = {k: t for k, t, _ in CURVES} | {
     "repaired_share": "episodes repaired after a failure (%)",
     "turns_mean": "turns per episode",
 }
-PERCENT = {k for k, _, p in CURVES if p} | {"mean_token_accuracy", "rewards/accuracies", "turn1_pass_rate",
-                                             "retry_share", "repaired_share", "eval_pass@1"}  # fmt: skip
+PERCENT = {k for k, _, p in CURVES if p} | {
+    "mean_token_accuracy",
+    "rewards/accuracies",
+    "turn1_pass_rate",
+    "retry_share",
+    "repaired_share",
+    "eval_pass@1",
+}
 CLASSES = VERDICT_CLASSES  # the one list, codelib.verdicts
 # verdict classes get colours no stage uses (a stage's colour means that stage in every figure)
-CLASS_COLORS = {"passed": "#1B9E77", "wrong_answer": "#E7298A", "runtime_error": "#E6AB02", "syntax_error": "#666666",
-                "timeout": "#17BECF"}  # fmt: skip
+CLASS_COLORS = {
+    "passed": "#1B9E77",
+    "wrong_answer": "#E7298A",
+    "runtime_error": "#E6AB02",
+    "syntax_error": "#666666",
+    "timeout": "#17BECF",
+}
 
 
 def title_of(key: str) -> str:
@@ -169,8 +180,17 @@ def mark_not_computed(ax, names: list[str], everything: bool) -> None:
         ax.set_xticks([])
         ax.set_yticks([])
     elif names:
-        ax.text(0.02, 0.97, f"{NOT_COMPUTED}: " + ", ".join(names), transform=ax.transAxes, ha="left", va="top",
-                fontsize=7, color="0.35", bbox={"facecolor": "white", "edgecolor": "0.8", "alpha": 0.85})  # fmt: skip
+        ax.text(
+            0.02,
+            0.97,
+            f"{NOT_COMPUTED}: " + ", ".join(names),
+            transform=ax.transAxes,
+            ha="left",
+            va="top",
+            fontsize=7,
+            color="0.35",
+            bbox={"facecolor": "white", "edgecolor": "0.8", "alpha": 0.85},
+        )
 
 
 def outside_legend(fig, handles: list, title: str | None = None) -> None:
@@ -231,12 +251,21 @@ def plot_training_curves(profile: str, stages: list[str], window: int = 5):
     keys = {k for rows in metrics.values() for r in rows for k in r}
     terms = sorted(k for k in keys if k.startswith("rewards/") and k.endswith("/mean"))
     panels = [(k, t, p) for k, t, p in CURVES if k in keys]
-    panels += [(t, title_of(t), False) for t in terms
-               if not all(_same_as(rows, t, ("reward_mean", "pass_rate"), 1e-6) for rows in metrics.values()
-                          if any(finite(r.get(t)) for r in rows))]  # fmt: skip
+    panels += [
+        (t, title_of(t), False)
+        for t in terms
+        if not all(
+            _same_as(rows, t, ("reward_mean", "pass_rate"), 1e-6)
+            for rows in metrics.values()
+            if any(finite(r.get(t)) for r in rows)
+        )
+    ]
     zero, kept, notes = [], [], []
-    if "reward_mean" in keys and metrics and all(_same_as(rows, "reward_mean", ("pass_rate",), 0.01)
-                                                 for rows in metrics.values()):  # fmt: skip
+    if (
+        "reward_mean" in keys
+        and metrics
+        and all(_same_as(rows, "reward_mean", ("pass_rate",), 0.01) for rows in metrics.values())
+    ):
         panels = [pn for pn in panels if pn[0] != "reward_mean"]
         notes.append("mean reward: the pass rate within 0.01 in every run (not drawn)")
     for key, title, p in panels:
@@ -247,21 +276,32 @@ def plot_training_curves(profile: str, stages: list[str], window: int = 5):
             kept.append((key, title, p))
     cols = 3 if len(kept) > 4 else max(1, len(kept))
     nrows = max(1, math.ceil(len(kept) / cols))
-    fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols + 1.6, 3.0 * nrows + 0.8), squeeze=False,
-                             layout="constrained")  # fmt: skip
+    fig, axes = plt.subplots(
+        nrows, cols, figsize=(4.2 * cols + 1.6, 3.0 * nrows + 0.8), squeeze=False, layout="constrained"
+    )
     for ax, (key, title, p) in zip(axes.flat, kept, strict=False):
         missing = []
         for stage, rows in metrics.items():
             x, y = points(rows, key, 100.0 if p else 1.0)
             if x:
-                ax.plot(x, smooth(y, window), color=color_of(stage), lw=1.5,
-                        ls=LINESTYLES[style[stage] % len(LINESTYLES)])  # fmt: skip
+                ax.plot(
+                    x, smooth(y, window), color=color_of(stage), lw=1.5, ls=LINESTYLES[style[stage] % len(LINESTYLES)]
+                )
             else:
                 missing.append(label_of(stage))
         term = key.startswith("rewards/")
         if term and missing and len(missing) < len(metrics):
-            ax.text(0.02, 0.97, "not in the reward of: " + ", ".join(missing), transform=ax.transAxes, ha="left",
-                    va="top", fontsize=7, color="0.35", bbox={"facecolor": "white", "edgecolor": "0.8", "alpha": 0.85})  # fmt: skip
+            ax.text(
+                0.02,
+                0.97,
+                "not in the reward of: " + ", ".join(missing),
+                transform=ax.transAxes,
+                ha="left",
+                va="top",
+                fontsize=7,
+                color="0.35",
+                bbox={"facecolor": "white", "edgecolor": "0.8", "alpha": 0.85},
+            )
         else:
             mark_not_computed(ax, missing, everything=len(missing) == len(metrics))
         ax.set_title(title, fontsize=10)
@@ -274,8 +314,10 @@ def plot_training_curves(profile: str, stages: list[str], window: int = 5):
         ax.axis("off")
     if not metrics:
         mark_not_computed(axes.flat[0], [], everything=True)
-    handles = [Line2D([], [], color=color_of(s), lw=2, ls=LINESTYLES[style[s] % len(LINESTYLES)], label=label_of(s))
-               for s in metrics]  # fmt: skip
+    handles = [
+        Line2D([], [], color=color_of(s), lw=2, ls=LINESTYLES[style[s] % len(LINESTYLES)], label=label_of(s))
+        for s in metrics
+    ]
     outside_legend(fig, handles, "stage")
     fig.suptitle(f"Training curves of the online RL stages ({profile}; moving average over {window} steps)")
     if offline:
@@ -298,8 +340,14 @@ def plot_pass_at_1(summaries: dict[str, dict]):
     vals = [100 * summaries[n]["pass@1"] for n in names]
     errs = [_ci(summaries[n]) for n in names]
     fig, ax = plt.subplots(figsize=(max(5.5, 1.1 * len(names) + 1.5), 4.2), layout="constrained")
-    ax.bar(names, vals, yerr=np.array(errs).T, capsize=4, color=[color_of(n) for n in names],
-           error_kw={"ecolor": "0.2", "lw": 1})  # fmt: skip
+    ax.bar(
+        names,
+        vals,
+        yerr=np.array(errs).T,
+        capsize=4,
+        color=[color_of(n) for n in names],
+        error_kw={"ecolor": "0.2", "lw": 1},
+    )
     top = max((v + e[1] for v, e in zip(vals, errs, strict=True)), default=0)
     for i, (v, e) in enumerate(zip(vals, errs, strict=True)):
         ax.text(i, v + e[1] + 0.02 * max(top, 1), f"{v:.1f}%", ha="center", va="bottom", fontsize=9)
@@ -321,8 +369,15 @@ def plot_length_accuracy(summaries: dict[str, dict]):
     for n, s in summaries.items():
         lo, hi = _ci(s)
         marker = MARKERS[style[n] % len(MARKERS)]
-        ax.errorbar(s["avg_tokens"], 100 * s["pass@1"], yerr=[[lo], [hi]], fmt=marker, capsize=3, color=color_of(n),
-                    markersize=7)  # fmt: skip
+        ax.errorbar(
+            s["avg_tokens"],
+            100 * s["pass@1"],
+            yerr=[[lo], [hi]],
+            fmt=marker,
+            capsize=3,
+            color=color_of(n),
+            markersize=7,
+        )
         handles.append(Line2D([], [], marker=marker, ls="", color=color_of(n), label=n))
     xs = [s["avg_tokens"] for s in summaries.values()] or [1.0]
     mid = (min(xs) + max(xs)) / 2
@@ -349,17 +404,35 @@ def plot_pass_at_k(summaries: dict[str, dict]):
     baseline = baseline if baseline in curves else next(iter(curves), "")
     cols = min(3, max(1, len(curves)))
     nrows = max(1, math.ceil(len(curves) / cols))
-    fig, axes = plt.subplots(nrows, cols, figsize=(3.6 * cols + 0.5, 2.8 * nrows + 0.8), sharex=True, sharey=True,
-                             squeeze=False, layout="constrained")  # fmt: skip
+    fig, axes = plt.subplots(
+        nrows,
+        cols,
+        figsize=(3.6 * cols + 0.5, 2.8 * nrows + 0.8),
+        sharex=True,
+        sharey=True,
+        squeeze=False,
+        layout="constrained",
+    )
     k_max = max((max(c["k"]) for c in curves.values()), default=1)
     for ax, (name, cv) in zip(axes.flat, curves.items(), strict=False):
         if name != baseline and baseline:
             b = curves[baseline]
             ax.plot(b["k"], 100 * np.asarray(b["pass@k"]), color=color_of(baseline), ls="--", lw=1)
-        ax.plot(cv["k"], 100 * np.asarray(cv["pass@k"]), color=color_of(name), lw=2,
-                marker="." if len(cv["k"]) < 20 else None)  # fmt: skip
-        ax.fill_between(cv["k"], 100 * np.asarray(cv["ci_low"]), 100 * np.asarray(cv["ci_high"]),
-                        color=color_of(name), alpha=0.25, lw=0)  # fmt: skip
+        ax.plot(
+            cv["k"],
+            100 * np.asarray(cv["pass@k"]),
+            color=color_of(name),
+            lw=2,
+            marker="." if len(cv["k"]) < 20 else None,
+        )
+        ax.fill_between(
+            cv["k"],
+            100 * np.asarray(cv["ci_low"]),
+            100 * np.asarray(cv["ci_high"]),
+            color=color_of(name),
+            alpha=0.25,
+            lw=0,
+        )
         ax.set_title(name, fontsize=10, color=color_of(name))
         ax.set_xscale("log", base=2)
         ticks = [2**i for i in range(int(math.log2(k_max)) + 1)]
@@ -387,8 +460,9 @@ def plot_task_heatmap(summaries: dict[str, dict], max_tasks: int = 60):
     order = np.argsort(-grid.std(axis=1), kind="stable")[:max_tasks] if len(tasks) else np.array([], dtype=int)
     grid = grid[order]
     fig, ax = plt.subplots(figsize=(1.1 * len(names) + 3.5, 0.16 * len(order) + 2), layout="constrained")
-    im = ax.imshow(grid if len(order) else np.zeros((1, max(1, len(names)))), aspect="auto", cmap="RdYlGn", vmin=0,
-                   vmax=100)  # fmt: skip
+    im = ax.imshow(
+        grid if len(order) else np.zeros((1, max(1, len(names)))), aspect="auto", cmap="RdYlGn", vmin=0, vmax=100
+    )
     ax.set_xticks(range(len(names)), names, rotation=20, ha="right")
     ax.set_yticks(range(len(order)), [tasks[i].split("/")[-1] for i in order], fontsize=6)
     ax.set_title(f"Per-task pass rate: the {len(order)} tasks where the checkpoints differ most", fontsize=10)
@@ -410,11 +484,22 @@ def results_frame(summaries: dict[str, dict]) -> pd.DataFrame:
     rows = []
     for name, s in summaries.items():
         vs = s.get("vs_baseline") or {}
-        rows.append({"checkpoint": name, "method": s.get("method") or name, "pass@1": s["pass@1"],
-                     "ci_low": s["ci_low"], "ci_high": s["ci_high"], "passed": s["passed"], "tasks": s["tasks"],
-                     "avg_tokens": s["avg_tokens"], **{f"pass@{k}": s.get(f"pass@{k}", math.nan) for k in extra_ks},
-                     "diff_vs_baseline": vs.get("diff", math.nan), "diff_ci_low": vs.get("ci_low", math.nan),
-                     "diff_ci_high": vs.get("ci_high", math.nan)})  # fmt: skip
+        rows.append(
+            {
+                "checkpoint": name,
+                "method": s.get("method") or name,
+                "pass@1": s["pass@1"],
+                "ci_low": s["ci_low"],
+                "ci_high": s["ci_high"],
+                "passed": s["passed"],
+                "tasks": s["tasks"],
+                "avg_tokens": s["avg_tokens"],
+                **{f"pass@{k}": s.get(f"pass@{k}", math.nan) for k in extra_ks},
+                "diff_vs_baseline": vs.get("diff", math.nan),
+                "diff_ci_low": vs.get("ci_low", math.nan),
+                "diff_ci_high": vs.get("ci_high", math.nan),
+            }
+        )
     return pd.DataFrame(rows, columns=TABLE_COLUMNS + [f"pass@{k}" for k in extra_ks] + DIFF_COLUMNS)
 
 
@@ -520,8 +605,11 @@ def make_all(cfg: PlotsConfig, show: bool = True) -> dict[str, Path]:
         "task_heatmap": plot_task_heatmap(summaries, cfg.heatmap_tasks),
         "verdict_classes": plot_verdict_classes(cfg.profile, summaries),
     }
-    evaluated = [s for s, rows in load_metrics(cfg.profile, run_stages(cfg.profile, cfg.stages)).items()
-                 if any(finite(r.get("eval_pass@1")) for r in rows)]  # fmt: skip
+    evaluated = [
+        s
+        for s, rows in load_metrics(cfg.profile, run_stages(cfg.profile, cfg.stages)).items()
+        if any(finite(r.get("eval_pass@1")) for r in rows)
+    ]
     if evaluated:
         figs["eval_during_training"] = plot_eval_during_training(cfg.profile, evaluated, cfg.smoothing)
     out = out_dir(cfg) / "figures"
@@ -538,7 +626,7 @@ FIGURES = {
     "task_heatmap",
     "verdict_classes",
     "eval_during_training",
-}  # fmt: skip  (what make_all may write)
+}  # what make_all may write
 
 
 def save_figures(figs: dict, out: Path, show: bool = True) -> dict[str, Path]:
@@ -564,8 +652,11 @@ def plot_run(run: str | Path, keys: list[str] | None = None, window: int = 5):
     notes = []
     if not keys:  # the run's loss, the shared curves and its reward terms, without panels that repeat or stay 0
         terms = sorted(k for k in logged if k.startswith("rewards/") and k.endswith("/mean"))
-        keys = ["loss"] + [k for k, _, _ in CURVES] + [t for t in terms if not _same_as(rows, t, ("reward_mean",
-                                                                                                 "pass_rate"), 1e-6)]  # fmt: skip
+        keys = (
+            ["loss"]
+            + [k for k, _, _ in CURVES]
+            + [t for t in terms if not _same_as(rows, t, ("reward_mean", "pass_rate"), 1e-6)]
+        )
         zero = [k for k in keys if (v := points(rows, k)[1]) and all(x == 0 for x in v)]
         keys = [k for k in keys if k not in zero]
         if zero:
@@ -657,8 +748,10 @@ def plot_eval_during_training(profile: str, stages: list[str], window: int = 5):
             hi = [100 * (r.get("eval_ci_high", r["eval_pass@1"]) - r["eval_pass@1"]) for r in ev]
             ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o--", color=color, capsize=3)
         handles.append(Line2D([], [], color=color, lw=2, label=label_of(stage)))
-    handles += [Line2D([], [], color="0.3", alpha=0.6, label="line: training rollouts that pass"),
-                Line2D([], [], color="0.3", marker="o", ls="--", label="points: held-out pass@1 (95% CI)")]  # fmt: skip
+    handles += [
+        Line2D([], [], color="0.3", alpha=0.6, label="line: training rollouts that pass"),
+        Line2D([], [], color="0.3", marker="o", ls="--", label="points: held-out pass@1 (95% CI)"),
+    ]
     ax.set_xlabel("step")
     ax.set_ylabel("pass rate (%)")
     pct_axis(ax)

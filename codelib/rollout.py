@@ -49,9 +49,19 @@ def rollout(model, tokenizer, tasks: list, n_per_task: int, cfg, seed: int, rewa
     """n_per_task completions of each task, judged and scored. cfg: temperature, top_p, max_new_tokens, workers,
     timeout_s; reward: `rewards.make_rewards(cfg.rewards)`."""
     t0 = time.time()
-    groups = generate(model, tokenizer, [t.prompt for t in tasks], n=n_per_task, temperature=cfg.temperature,
-                      top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, batch_size=len(tasks) * n_per_task,
-                      seed=seed, stop=stops_for(tasks[0]), progress=False)  # fmt: skip
+    groups = generate(
+        model,
+        tokenizer,
+        [t.prompt for t in tasks],
+        n=n_per_task,
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        max_new_tokens=cfg.max_new_tokens,
+        batch_size=len(tasks) * n_per_task,
+        seed=seed,
+        stop=stops_for(tasks[0]),
+        progress=False,
+    )
     t1 = time.time()
     prompt_ids = encode_prompts(tokenizer, [t.prompt for t in tasks])
     flat_tasks, p_ids, c_ids, texts, finished = [], [], [], [], []
@@ -144,25 +154,38 @@ def fill_dynamic(first: Rollouts, more, n_per_task: int, groups_wanted: int, max
     batch = dataclasses.replace(
         concat((kept + dropped[:short])[:groups_wanted]), generate_s=gen_s, sandbox_s=sandbox_s
     )
-    stats = {"groups_dropped": float(len(dropped)), "groups_seen": float(len(kept) + len(dropped)),
-             "refills": float(refills), "groups_short": float(short)}  # fmt: skip
+    stats = {
+        "groups_dropped": float(len(dropped)),
+        "groups_seen": float(len(kept) + len(dropped)),
+        "refills": float(refills),
+        "groups_short": float(short),
+    }
     return batch, stats
 
 
 def term_means(ro: Rollouts) -> dict[str, float]:
     """`rewards/<name>/mean` of every reward term over the batch (a term that does not apply counts 0)."""
-    return {f"rewards/{name}/mean": float(torch.tensor([0.0 if v is None else v for v in values]).mean())
-            for name, values in ro.terms.items()}  # fmt: skip
+    return {
+        f"rewards/{name}/mean": float(torch.tensor([0.0 if v is None else v for v in values]).mean())
+        for name, values in ro.terms.items()
+    }
 
 
 def sample_rows(ro: Rollouts, step: int, advantages: torch.Tensor | None = None) -> list[dict]:
     """One samples.jsonl row per completion: its reward (and each term), verdict, tokens and advantage."""
     rows = []
     for i, (task, text) in enumerate(zip(ro.tasks, ro.texts, strict=True)):
-        row = {"step": step, "task_id": task.task_id, "completion": text, "reward": round(float(ro.rewards[i]), 6),
-               "rewards": {k: None if v[i] is None else round(v[i], 6) for k, v in ro.terms.items()},
-               "passed": bool(ro.passed[i]), "test_fraction": round(float(ro.test_fraction[i]), 6),
-               "tokens": int(ro.lengths[i]), "verdict": ro.classes[i] if ro.classes else None}  # fmt: skip
+        row = {
+            "step": step,
+            "task_id": task.task_id,
+            "completion": text,
+            "reward": round(float(ro.rewards[i]), 6),
+            "rewards": {k: None if v[i] is None else round(v[i], 6) for k, v in ro.terms.items()},
+            "passed": bool(ro.passed[i]),
+            "test_fraction": round(float(ro.test_fraction[i]), 6),
+            "tokens": int(ro.lengths[i]),
+            "verdict": ro.classes[i] if ro.classes else None,
+        }
         if advantages is not None:
             row["advantage"] = round(float(advantages[i]), 6)
         rows.append(row)

@@ -72,8 +72,15 @@ def paired_two_level(a, b, iters: int = 1000, seed: int = 0, alpha: float = 0.05
     mb = np.take_along_axis(b[:, tasks_idx].mean(axis=2).T, sb, axis=1).mean(axis=1)  # [iters]
     d = ma - mb
     lo, hi = np.quantile(d, [alpha / 2, 1 - alpha / 2])
-    return {"diff": float(a.mean() - b.mean()), "ci_low": float(lo), "ci_high": float(hi),
-            "p_better": float((d > 0).mean()), "tasks": int(t), "seeds_a": int(a.shape[0]), "seeds_b": int(b.shape[0])}  # fmt: skip
+    return {
+        "diff": float(a.mean() - b.mean()),
+        "ci_low": float(lo),
+        "ci_high": float(hi),
+        "p_better": float((d > 0).mean()),
+        "tasks": int(t),
+        "seeds_a": int(a.shape[0]),
+        "seeds_b": int(b.shape[0]),
+    }
 
 
 def _rates(summaries: Sequence[dict], task_ids: list[str], k: int = 1):
@@ -126,11 +133,16 @@ def summarise(cfg: StudyReportConfig, write: bool = True) -> StudySummary:
     missing = [r.name for r in study.runs if r.name not in summaries]
     if missing:
         shipped = study.summary_dir / "08_study.ipynb"
-        where = (f"\nThe committed result of this study is {shipped.relative_to(REPO_ROOT)} (with summary.md and figures/ "
-                 "beside it): open it in JupyterLab (make lab) to read it without running anything."
-                 if shipped.exists() and shipped.is_relative_to(REPO_ROOT) else "")  # fmt: skip
-        raise FileNotFoundError(f"{len(missing)} run(s) of study {study.name} have no evaluation yet (first: "
-                                f"{missing[0]}); run: python -m codelib.study {study.path}{where}")  # fmt: skip
+        where = (
+            f"\nThe committed result of this study is {shipped.relative_to(REPO_ROOT)} (with summary.md and figures/ "
+            "beside it): open it in JupyterLab (make lab) to read it without running anything."
+            if shipped.exists() and shipped.is_relative_to(REPO_ROOT)
+            else ""
+        )
+        raise FileNotFoundError(
+            f"{len(missing)} run(s) of study {study.name} have no evaluation yet (first: "
+            f"{missing[0]}); run: python -m codelib.study {study.path}{where}"
+        )
     groups: dict[str, list[str]] = {ref: [ref] for ref in study.references if ref in summaries}
     for run in study.runs:
         groups.setdefault(run.arm, []).append(run.name)
@@ -144,23 +156,41 @@ def summarise(cfg: StudyReportConfig, write: bool = True) -> StudySummary:
     per_seed = []
     for run in study.runs:
         s = summaries[run.name]
-        per_seed.append({"run": run.name, "arm": run.arm, "stage": run.stage, "seed": run.seed,
-                         "pass@1": s["pass@1"], "ci_low": s["ci_low"], "ci_high": s["ci_high"],
-                         "avg_tokens": s["avg_tokens"]})  # fmt: skip
+        per_seed.append(
+            {
+                "run": run.name,
+                "arm": run.arm,
+                "stage": run.stage,
+                "seed": run.seed,
+                "pass@1": s["pass@1"],
+                "ci_low": s["ci_low"],
+                "ci_high": s["ci_high"],
+                "avg_tokens": s["avg_tokens"],
+            }
+        )
     arms = []
     for g, x in data.items():
         mean, lo, hi = two_level_bootstrap(x, it, sd, nested=cfg.nested)
         _, tlo, thi = two_level_bootstrap(x.mean(axis=0, keepdims=True), it, sd)  # tasks only, seeds held fixed
         seed_means = x.mean(axis=1)
         ref = g in study.references
-        arms.append({"arm": g, "kind": "reference" if ref else "arm",
-                     "stage": "" if ref else study.arms[g]["stage"],
-                     "overrides": "" if ref else json.dumps(study.arms[g]["overrides"], sort_keys=True),
-                     "seeds": x.shape[0], "pass@1": mean, "ci_low": lo, "ci_high": hi,
-                     "task_ci_low": tlo, "task_ci_high": thi,
-                     "seed_sd": float(seed_means.std(ddof=1)) if len(seed_means) > 1 else math.nan,
-                     "per_seed": " ".join(f"{100 * v:.1f}" for v in seed_means),
-                     "avg_tokens": float(np.mean([summaries[n]["avg_tokens"] for n in groups[g]]))})  # fmt: skip
+        arms.append(
+            {
+                "arm": g,
+                "kind": "reference" if ref else "arm",
+                "stage": "" if ref else study.arms[g]["stage"],
+                "overrides": "" if ref else json.dumps(study.arms[g]["overrides"], sort_keys=True),
+                "seeds": x.shape[0],
+                "pass@1": mean,
+                "ci_low": lo,
+                "ci_high": hi,
+                "task_ci_low": tlo,
+                "task_ci_high": thi,
+                "seed_sd": float(seed_means.std(ddof=1)) if len(seed_means) > 1 else math.nan,
+                "per_seed": " ".join(f"{100 * v:.1f}" for v in seed_means),
+                "avg_tokens": float(np.mean([summaries[n]["avg_tokens"] for n in groups[g]])),
+            }
+        )
     arm_names = [g for g in groups if g not in study.references]
     pairs = [(g, study.baseline) for g in arm_names if study.baseline and g != study.baseline]
     pairs += [p for p in itertools.combinations(arm_names, 2) if p not in pairs and p[::-1] not in pairs]
@@ -171,9 +201,13 @@ def summarise(cfg: StudyReportConfig, write: bool = True) -> StudySummary:
     for g, names in groups.items():
         rates = [_rates([summaries[n] for n in names], task_ids, k) for k in range(1, k_max + 1)]  # K x [S, T]
         boots = [two_level_bootstrap(x, cfg.curve_iters, sd, nested=cfg.nested) for x in rates]
-        curves[g] = {"k": list(range(1, k_max + 1)), "pass@k": [b[0] for b in boots],
-                     "ci_low": [b[1] for b in boots], "ci_high": [b[2] for b in boots],
-                     "per_seed": [[float(x[i].mean()) for x in rates] for i in range(len(names))]}  # fmt: skip
+        curves[g] = {
+            "k": list(range(1, k_max + 1)),
+            "pass@k": [b[0] for b in boots],
+            "ci_low": [b[1] for b in boots],
+            "ci_high": [b[2] for b in boots],
+            "per_seed": [[float(x[i].mean()) for x in rates] for i in range(len(names))],
+        }
     out = StudySummary(study, pd.DataFrame(arms), pd.DataFrame(per_seed), pd.DataFrame(comparisons), curves, task_ids)
     if write:
         write_summary(out, cfg)
@@ -204,23 +238,36 @@ def summary_markdown(s: StudySummary, cfg: StudyReportConfig) -> str:
     ]
     for r in s.arms.to_dict("records"):
         stage = r["stage"] + (f" {r['overrides']}" if r["overrides"] not in ("", "{}") else "")
-        lines.append(f"| {r['arm']} | {stage or 'reference'} | {r['seeds']} | {_pct(r['pass@1'])} "
-                     f"[{_pct(r['ci_low'])}, {_pct(r['ci_high'])}] | [{_pct(r['task_ci_low'])}, "
-                     f"{_pct(r['task_ci_high'])}] | {_pct(r['seed_sd'])} | {r['per_seed']} | {r['avg_tokens']:.1f} |")  # fmt: skip
+        lines.append(
+            f"| {r['arm']} | {stage or 'reference'} | {r['seeds']} | {_pct(r['pass@1'])} "
+            f"[{_pct(r['ci_low'])}, {_pct(r['ci_high'])}] | [{_pct(r['task_ci_low'])}, "
+            f"{_pct(r['task_ci_high'])}] | {_pct(r['seed_sd'])} | {r['per_seed']} | {r['avg_tokens']:.1f} |"
+        )
     if len(s.comparisons):
-        lines += ["", "Paired over the same tasks, seeds resampled within each arm; `P(a > b)` is the share of "
-                  "bootstrap replicates where a is ahead.", "",
-                  "| a | b | Δ pass@1 (a - b) [95% CI] | P(a > b) |", "|---|---|---|---|"]  # fmt: skip
+        lines += [
+            "",
+            "Paired over the same tasks, seeds resampled within each arm; `P(a > b)` is the share of "
+            "bootstrap replicates where a is ahead.",
+            "",
+            "| a | b | Δ pass@1 (a - b) [95% CI] | P(a > b) |",
+            "|---|---|---|---|",
+        ]
         for r in s.comparisons.to_dict("records"):
-            lines.append(f"| {r['a']} | {r['b']} | {100 * r['diff']:+.1f} [{100 * r['ci_low']:+.1f}, "
-                         f"{100 * r['ci_high']:+.1f}] | {r['p_better']:.2f} |")  # fmt: skip
+            lines.append(
+                f"| {r['a']} | {r['b']} | {100 * r['diff']:+.1f} [{100 * r['ci_low']:+.1f}, "
+                f"{100 * r['ci_high']:+.1f}] | {r['p_better']:.2f} |"
+            )
     return "\n".join(lines) + "\n"
 
 
 def write_summary(s: StudySummary, cfg: StudyReportConfig) -> dict[str, Path]:
     out = s.study.summary_dir
-    paths = {"summary.md": out / "summary.md", "summary.csv": out / "summary.csv",
-             "per_seed.csv": out / "per_seed.csv", "comparisons.csv": out / "comparisons.csv"}  # fmt: skip
+    paths = {
+        "summary.md": out / "summary.md",
+        "summary.csv": out / "summary.csv",
+        "per_seed.csv": out / "per_seed.csv",
+        "comparisons.csv": out / "comparisons.csv",
+    }
     atomic_write_text(paths["summary.md"], summary_markdown(s, cfg))
     atomic_write_text(paths["summary.csv"], s.arms.to_csv(index=False))
     atomic_write_text(paths["per_seed.csv"], s.per_seed.to_csv(index=False))
@@ -239,14 +286,35 @@ def plot_arms(s: StudySummary):
     rng = np.random.default_rng(0)
     for i, r in enumerate(df.to_dict("records")):
         color = STAGES[r["stage"]].color if r["stage"] in STAGES else color_of(r["arm"])  # one colour per stage
-        ax.errorbar(i, 100 * r["pass@1"], yerr=[[100 * (r["pass@1"] - r["ci_low"])], [100 * (r["ci_high"] - r["pass@1"])]],
-                    fmt="D", color=color, capsize=6, markersize=7, zorder=3)  # fmt: skip
-        ax.errorbar(i + 0.22, 100 * r["pass@1"], yerr=[[100 * (r["pass@1"] - r["task_ci_low"])], [100 * (r["task_ci_high"] - r["pass@1"])]],
-                    fmt="none", ecolor=color, alpha=0.4, capsize=3)  # fmt: skip
+        ax.errorbar(
+            i,
+            100 * r["pass@1"],
+            yerr=[[100 * (r["pass@1"] - r["ci_low"])], [100 * (r["ci_high"] - r["pass@1"])]],
+            fmt="D",
+            color=color,
+            capsize=6,
+            markersize=7,
+            zorder=3,
+        )
+        ax.errorbar(
+            i + 0.22,
+            100 * r["pass@1"],
+            yerr=[[100 * (r["pass@1"] - r["task_ci_low"])], [100 * (r["task_ci_high"] - r["pass@1"])]],
+            fmt="none",
+            ecolor=color,
+            alpha=0.4,
+            capsize=3,
+        )
         seeds = s.per_seed[s.per_seed["arm"] == r["arm"]]
         if len(seeds):
-            ax.scatter(i - 0.18 + rng.uniform(-0.06, 0.06, len(seeds)), 100 * seeds["pass@1"], color=color,
-                       alpha=0.8, s=22, zorder=4)  # fmt: skip
+            ax.scatter(
+                i - 0.18 + rng.uniform(-0.06, 0.06, len(seeds)),
+                100 * seeds["pass@1"],
+                color=color,
+                alpha=0.8,
+                s=22,
+                zorder=4,
+            )
     ax.set_xticks(range(len(df)), df["arm"], rotation=20, ha="right")
     ax.set_ylabel("held-out pass@1 (%)")
     ax.set_title(
@@ -264,14 +332,19 @@ def plot_comparisons(s: StudySummary):
     df = s.comparisons
     fig, ax = plt.subplots(figsize=(6.5, 0.5 * max(len(df), 1) + 1.5))
     for i, r in enumerate(df.to_dict("records")):
-        ax.errorbar(100 * r["diff"], i, xerr=[[100 * (r["diff"] - r["ci_low"])], [100 * (r["ci_high"] - r["diff"])]],
-                    fmt="o", color="C0" if r["ci_low"] > 0 else ("C3" if r["ci_high"] < 0 else "0.4"), capsize=4)  # fmt: skip
+        ax.errorbar(
+            100 * r["diff"],
+            i,
+            xerr=[[100 * (r["diff"] - r["ci_low"])], [100 * (r["ci_high"] - r["diff"])]],
+            fmt="o",
+            color="C0" if r["ci_low"] > 0 else ("C3" if r["ci_high"] < 0 else "0.4"),
+            capsize=4,
+        )
     ax.axvline(0, color="k", lw=0.8)
     ax.set_yticks(range(len(df)), [f"{r['a']} − {r['b']}" for r in df.to_dict("records")])
     ax.invert_yaxis()
     ax.set_xlabel("Δ pass@1 (points), paired over tasks, 95% CI over seeds and tasks")
-    ax.set_title("Paired differences between arms: blue, a ahead; red, b ahead; grey, no clear difference",
-                 fontsize=9)  # fmt: skip
+    ax.set_title("Paired differences between arms: blue, a ahead; red, b ahead; grey, no clear difference", fontsize=9)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     return fig
@@ -281,7 +354,9 @@ def plot_curves(s: StudySummary):
     """pass@k per arm (mean over seeds, two-level band) with each seed's curve as a thin line."""
     from codelib import passk
 
-    fig = passk.plot_curves({g: c for g, c in s.curves.items()}, title="pass@k: mean over seeds, 95% CI (seeds + tasks)")  # fmt: skip
+    fig = passk.plot_curves(
+        {g: c for g, c in s.curves.items()}, title="pass@k: mean over seeds, 95% CI (seeds + tasks)"
+    )
     ax = fig.axes[0]
     for name, c in s.curves.items():
         for ys in c["per_seed"] if len(c["per_seed"]) > 1 else []:

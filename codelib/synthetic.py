@@ -185,16 +185,24 @@ def _inputs(op: Op, k, rng: random.Random) -> list[tuple]:
     if r == "boundary":
         return [(k - 1,), (k,), (k + 1,)] + [(rng.randint(0, 99),) for _ in range(3)]
     if r == "signed":
-        return [(-rng.randint(1, 60),), (-rng.randint(1, 60),), (rng.randint(1, 99),), (rng.randint(1, 99),), (0,),
-                (rng.randint(-60, 99),)]  # fmt: skip
+        return [
+            (-rng.randint(1, 60),),
+            (-rng.randint(1, 60),),
+            (rng.randint(1, 99),),
+            (rng.randint(1, 99),),
+            (0,),
+            (rng.randint(-60, 99),),
+        ]
     if r == "pairs":
         # Both orders and a tie, so max/min/absdiff cannot pass by returning one argument.
         a, b = rng.randint(-20, 60), rng.randint(61, 99)
         c = rng.randint(-20, 99)
         return [(a, b), (b, a), (c, c)] + [(rng.randint(-20, 99), rng.randint(-20, 99)) for _ in range(3)]
     if r == "strings":
-        return [(_word(rng, n),) for n in (0, 1, rng.randint(2, 4), rng.randint(3, 6), rng.randint(5, 9),
-                                            rng.randint(5, 9))]  # fmt: skip
+        return [
+            (_word(rng, n),)
+            for n in (0, 1, rng.randint(2, 4), rng.randint(3, 6), rng.randint(5, 9), rng.randint(5, 9))
+        ]
     if r == "short_strings":
         return [(_word(rng, n),) for n in (0, 1, 2, rng.randint(1, 3), rng.randint(2, 4), rng.randint(3, 4))]
     if r == "lengths":
@@ -209,8 +217,14 @@ def _inputs(op: Op, k, rng: random.Random) -> list[tuple]:
     if r == "boundary_lists":
         mixed = [k - 1, k, k + 1, rng.randint(0, 99), rng.randint(0, 99)]
         rng.shuffle(mixed)
-        return [([k - 1],), ([k],), ([k + 1],), (mixed,), ([],),
-                ([rng.randint(0, 99) for _ in range(rng.randint(1, 6))],)]  # fmt: skip
+        return [
+            ([k - 1],),
+            ([k],),
+            ([k + 1],),
+            (mixed,),
+            ([],),
+            ([rng.randint(0, 99) for _ in range(rng.randint(1, 6))],),
+        ]
     raise ValueError(f"unknown input recipe {r!r}")
 
 
@@ -239,8 +253,14 @@ def _make(op: Op, k, wording: int, args: tuple[str, ...], rng: random.Random, ta
         f"    assert candidate({', '.join(repr(v) for v in call)}) == {_expected(op, call, k, words)!r}\n"
         for call in calls
     )
-    task = Task(task_id=task_id, prompt=prompt, tests="def check(candidate):\n" + asserts, entry_point=fname,
-                canonical_solution=solution, kind="function")  # fmt: skip
+    task = Task(
+        task_id=task_id,
+        prompt=prompt,
+        tests="def check(candidate):\n" + asserts,
+        entry_point=fname,
+        canonical_solution=solution,
+        kind="function",
+    )
     return Spec(task, op.name, op.family, k if op.consts else None, wording, args)
 
 
@@ -417,9 +437,14 @@ def probe_specs(seed: int = 0, n: int = 200, held_out: bool = True) -> list[Spec
         prompt = f'def {fname}({arg}):\n    """{PROBE_WORDINGS[kind][wording]}"""\n'
         calls = rng.sample(range(100), 6)
         asserts = "".join(f"    assert candidate({c}) == {value!r}\n" for c in calls)
-        task = Task(task_id=f"synthetic/{'probe' if held_out else 'probe_train'}/{i}", prompt=prompt,
-                    tests="def check(candidate):\n" + asserts, entry_point=fname,
-                    canonical_solution=f"    return {value!r}\n", kind="function")  # fmt: skip
+        task = Task(
+            task_id=f"synthetic/{'probe' if held_out else 'probe_train'}/{i}",
+            prompt=prompt,
+            tests="def check(candidate):\n" + asserts,
+            entry_point=fname,
+            canonical_solution=f"    return {value!r}\n",
+            kind="function",
+        )
         out.append(Spec(task, f"probe_{kind}", "probe", value, wording, (arg,)))
     return out
 

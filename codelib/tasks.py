@@ -31,9 +31,27 @@ from codelib.task import (
     stdin_prelude,
 )
 
-__all__ = ["DATA_DIR", "LCB_REPO", "NAMES", "SPLITS", "Task", "TaskError", "codecontests_task", "decode_lcb_tests",
-           "limits_for", "livecodebench_task", "load_tasks", "make_task", "parse_dataset", "program_for",
-           "sample_tasks", "stdin_prelude", "taco_task", "task_counts", "tasks_to_rows"]  # fmt: skip
+__all__ = [
+    "DATA_DIR",
+    "LCB_REPO",
+    "NAMES",
+    "SPLITS",
+    "Task",
+    "TaskError",
+    "codecontests_task",
+    "decode_lcb_tests",
+    "limits_for",
+    "livecodebench_task",
+    "load_tasks",
+    "make_task",
+    "parse_dataset",
+    "program_for",
+    "sample_tasks",
+    "stdin_prelude",
+    "taco_task",
+    "task_counts",
+    "tasks_to_rows",
+]
 
 NAMES = ("humaneval", "mbpp", "humaneval_plus", "mbpp_plus", "codecontests", "synthetic", "taco", "livecodebench")
 SPLITS = ("train", "test", "validation", "fewshot", "rl", "all")
@@ -102,13 +120,21 @@ def _humaneval_plus_row(r: dict, split: str) -> Task | None:
         return _humaneval_plus_release(r) if keep else None
     missing = [k for k in ("task_id", "prompt", "canonical_solution", "entry_point", "test") if k not in r]
     if missing or "def check(" not in str(r.get("test")):
-        raise TaskError(f"humaneval_plus record {r.get('task_id', '?')}: neither EvalPlus's release schema nor "
-                        f"evalplus/humanevalplus's (missing {', '.join(missing) or 'a check(candidate) test'}); "
-                        f"{HUB_PLUS_HINT}")  # fmt: skip
+        raise TaskError(
+            f"humaneval_plus record {r.get('task_id', '?')}: neither EvalPlus's release schema nor "
+            f"evalplus/humanevalplus's (missing {', '.join(missing) or 'a check(candidate) test'}); "
+            f"{HUB_PLUS_HINT}"
+        )
     if not _humaneval_split([r], split):
         return None
-    return make_task("humaneval_plus", task_id=r["task_id"], prompt=r["prompt"], tests=r["test"],
-                     entry_point=r["entry_point"], canonical_solution=r["canonical_solution"])  # fmt: skip
+    return make_task(
+        "humaneval_plus",
+        task_id=r["task_id"],
+        prompt=r["prompt"],
+        tests=r["test"],
+        entry_point=r["entry_point"],
+        canonical_solution=r["canonical_solution"],
+    )
 
 
 def _humaneval_plus_release(r: dict) -> Task:
@@ -234,8 +260,10 @@ def _mbpp_plus_row(r: dict, split: str) -> Task | None:
         return _mbpp_plus_release(r, split)
     missing = [k for k in ("task_id", "code", "prompt", "test_list", "test") if k not in r]
     if missing or not isinstance(r.get("test_list"), list) or not r["test_list"]:
-        raise TaskError(f"mbpp_plus record {r.get('task_id', '?')}: neither EvalPlus's release schema nor "
-                        f"evalplus/mbppplus's (missing {', '.join(missing) or 'test_list'}); {HUB_PLUS_HINT}")  # fmt: skip
+        raise TaskError(
+            f"mbpp_plus record {r.get('task_id', '?')}: neither EvalPlus's release schema nor "
+            f"evalplus/mbppplus's (missing {', '.join(missing) or 'test_list'}); {HUB_PLUS_HINT}"
+        )
     number = int(r["task_id"])
     if not _mbpp_in_split(number, split):
         return None

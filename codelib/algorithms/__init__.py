@@ -60,8 +60,9 @@ def parts_of(name: str, advantage: str = "", loss: str = "", agg: str = "") -> t
         raise ValueError(f"unknown algorithm {name!r}; registered: {', '.join(ALGORITHMS)}")
     a = ALGORITHMS[name]
     parts = (advantage or a.advantage, loss or a.policy_loss, agg or a.loss_agg)
-    for value, table, what in zip(parts, (ADVANTAGES, POLICY_LOSSES, AGGREGATIONS), ("advantage", "policy_loss",
-                                  "loss_agg"), strict=True):  # fmt: skip
+    for value, table, what in zip(
+        parts, (ADVANTAGES, POLICY_LOSSES, AGGREGATIONS), ("advantage", "policy_loss", "loss_agg"), strict=True
+    ):
         if value not in table:
             raise ValueError(f"unknown {what} {value!r}; use one of {', '.join(table)}")
     return parts

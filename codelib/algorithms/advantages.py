@@ -121,8 +121,9 @@ def token_stats(values: torch.Tensor, mask: torch.Tensor) -> tuple[float, float]
     return float(mean), float(std)
 
 
-def reinforce_pp_returns(rewards: torch.Tensor, kl: torch.Tensor, mask: torch.Tensor, beta: float,
-                         group_size: int = 0) -> torch.Tensor:  # fmt: skip
+def reinforce_pp_returns(
+    rewards: torch.Tensor, kl: torch.Tensor, mask: torch.Tensor, beta: float, group_size: int = 0
+) -> torch.Tensor:
     """REINFORCE++'s per-token returns before normalisation ([N, T-1], zero off the completion): token rewards
     r_t = -beta * kl_t plus the sequence's reward at its last token; G_t = sum_{s >= t} r_s (gamma = 1).
     group_size > 0: the group's mean reward subtracted from r first (REINFORCE++-baseline)."""

@@ -55,8 +55,14 @@ def _ratio_stats(ratio: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor, low
         hi = masked_mean(((ratio > high) & (adv > 0)).float(), mask)
         r = ratio.expand_as(mask)[m.expand_as(mask)] if m.any() else ratio.new_ones(1)
         approx_kl = masked_mean((ratio - 1 - ratio.log()).expand_as(mask), mask)  # k3 of KL(old || new)
-        return {"clip_frac_low": float(lo), "clip_frac_high": float(hi), "clip_frac": float(lo + hi),
-                "ratio_mean": float(r.mean()), "ratio_max": float(r.max()), "approx_kl": float(approx_kl)}  # fmt: skip
+        return {
+            "clip_frac_low": float(lo),
+            "clip_frac_high": float(hi),
+            "clip_frac": float(lo + hi),
+            "ratio_mean": float(r.mean()),
+            "ratio_max": float(r.max()),
+            "approx_kl": float(approx_kl),
+        }
 
 
 def _ratio(logp, logp_old, mask):

@@ -263,10 +263,25 @@ class Worker:
             return {"status": "error", "detail": "malformed reply: wstatus is not an exit status"}
         timed_out = reply.get("timed_out") is True
         cap = watch.REPORT_CAP_BYTES if self.report_overflow else self.out_cap
-        result = watch.inside_verdict(bytes(self.bufs["report"]), self.token.encode(), wstatus, timed_out,
-                                      self.overflow, cap, stderr, reply.get("kind") == "stdio")  # fmt: skip
-        out = dict(status=result["status"], detail=result["detail"], duration_s=reply.get("duration_s", 0.0),
-                   stdout=stdout, tests_passed=result["passed"], tests_total=result["total"], done=result["done"])  # fmt: skip
+        result = watch.inside_verdict(
+            bytes(self.bufs["report"]),
+            self.token.encode(),
+            wstatus,
+            timed_out,
+            self.overflow,
+            cap,
+            stderr,
+            reply.get("kind") == "stdio",
+        )
+        out = dict(
+            status=result["status"],
+            detail=result["detail"],
+            duration_s=reply.get("duration_s", 0.0),
+            stdout=stdout,
+            tests_passed=result["passed"],
+            tests_total=result["total"],
+            done=result["done"],
+        )
         if result.get("outputs") is not None and not timed_out:
             out["outputs"] = result["outputs"]
         out["tamper"] = reply["tamper"]

@@ -296,8 +296,18 @@ def codecontests_stdout(got: str, want: str) -> tuple[bool, str]:
 
 EVALPLUS_FLOAT_ATOL = 1e-6  # EvalPlus's atol for float results when the task gives none
 EVALPLUS_RTOL = 1e-7
-MBPP_SET_EQ = frozenset(("similar_elements", "find_char_long", "common_in_nested_lists", "extract_singly",
-                         "larg_nnum", "intersection_array", "find_dissimilar", "Diff"))  # fmt: skip
+MBPP_SET_EQ = frozenset(
+    (
+        "similar_elements",
+        "find_char_long",
+        "common_in_nested_lists",
+        "extract_singly",
+        "larg_nnum",
+        "intersection_array",
+        "find_dissimilar",
+        "Diff",
+    )
+)
 MBPP_NOT_NONE = frozenset(("check_str", "text_match_three", "text_starta_endb"))
 
 
@@ -405,10 +415,11 @@ COMPARATORS: dict[str, Comparator] = {
     "default": Comparator(default_stdout, plain_value, reference="codelib (exact integers, floats within 1e-6)"),
     "lcb": Comparator(lcb_stdout, lcb_value, reference="LiveCodeBench lcb_runner/evaluation/testing_util.py"),
     "taco": Comparator(taco_stdout, taco_value, taco_args, reference="TACO metrics/testing_util.py"),
-    "codecontests": Comparator(codecontests_stdout, plain_value,
-                               reference="deepmind/code_contests execution/tester_sandboxer.cc OutputsMatch"),
+    "codecontests": Comparator(
+        codecontests_stdout, plain_value, reference="deepmind/code_contests execution/tester_sandboxer.cc OutputsMatch"
+    ),
     "evalplus": Comparator(evalplus_stdout, evalplus_value, reference="evalplus/eval/__init__.py unsafe_execute"),
-}  # fmt: skip
+}
 
 
 def comparator(name: str) -> Comparator:

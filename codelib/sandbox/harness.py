@@ -28,9 +28,28 @@ TAMPER_FD = 1002  # both: what the program tried that marks tampering, one class
 
 # the tamper classes (Verdict.tamper): what a program tried that a correct solution never needs
 TAMPER_CLASSES = ("signal", "frames", "gc", "memory", "proc", "write", "exit", "seccomp")
-_RAW_SYMBOLS = frozenset(("syscall", "kill", "tgkill", "tkill", "ptrace", "process_vm_readv", "process_vm_writev",
-                          "prctl", "unshare", "setns", "mount", "pidfd_open", "pidfd_send_signal", "pidfd_getfd",
-                          "seccomp", "personality", "memfd_create", "mprotect"))  # fmt: skip
+_RAW_SYMBOLS = frozenset(
+    (
+        "syscall",
+        "kill",
+        "tgkill",
+        "tkill",
+        "ptrace",
+        "process_vm_readv",
+        "process_vm_writev",
+        "prctl",
+        "unshare",
+        "setns",
+        "mount",
+        "pidfd_open",
+        "pidfd_send_signal",
+        "pidfd_getfd",
+        "seccomp",
+        "personality",
+        "memfd_create",
+        "mprotect",
+    )
+)
 
 
 def watch_tamper(ours: tuple) -> None:
@@ -88,8 +107,17 @@ def watch_tamper(ours: tuple) -> None:
         text = path if isinstance(path, str) else path.decode("utf-8", "replace") if isinstance(path, bytes) else ""
         if text.startswith("/proc/"):
             part = text.split("/")
-            if len(part) > 2 and part[2] not in ("self", str(getpid()), "thread-self", "cpuinfo", "meminfo", "stat",
-                                                 "loadavg", "uptime", "version"):  # fmt: skip
+            if len(part) > 2 and part[2] not in (
+                "self",
+                str(getpid()),
+                "thread-self",
+                "cpuinfo",
+                "meminfo",
+                "stat",
+                "loadavg",
+                "uptime",
+                "version",
+            ):
                 note("proc")
             elif part[-1] in ("mem", "maps", "smaps", "pagemap", "environ"):
                 note("memory")
@@ -107,13 +135,28 @@ def watch_tamper(ours: tuple) -> None:
         if len(args) > 1 and args[1] in _RAW_SYMBOLS:
             note("memory")
 
-    handlers = {"os.kill": on_kill, "os.killpg": on_killpg, "sys._getframe": on_frame,
-                "sys._current_frames": lambda a: note("frames"), "gc.get_objects": lambda a: note("gc"),
-                "gc.get_referrers": lambda a: note("gc"), "gc.get_referents": lambda a: note("gc"),
-                "ctypes.string_at": lambda a: note("memory"), "ctypes.wstring_at": lambda a: note("memory"),
-                "ctypes.cdata": lambda a: note("memory"), "ctypes.dlsym": on_dlsym, "open": on_open,
-                "os.remove": on_change, "os.rename": on_change, "os.mkdir": on_change, "os.rmdir": on_change,
-                "os.chmod": on_change, "os.symlink": on_change, "os.link": on_change, "os.truncate": on_change}  # fmt: skip
+    handlers = {
+        "os.kill": on_kill,
+        "os.killpg": on_killpg,
+        "sys._getframe": on_frame,
+        "sys._current_frames": lambda a: note("frames"),
+        "gc.get_objects": lambda a: note("gc"),
+        "gc.get_referrers": lambda a: note("gc"),
+        "gc.get_referents": lambda a: note("gc"),
+        "ctypes.string_at": lambda a: note("memory"),
+        "ctypes.wstring_at": lambda a: note("memory"),
+        "ctypes.cdata": lambda a: note("memory"),
+        "ctypes.dlsym": on_dlsym,
+        "open": on_open,
+        "os.remove": on_change,
+        "os.rename": on_change,
+        "os.mkdir": on_change,
+        "os.rmdir": on_change,
+        "os.chmod": on_change,
+        "os.symlink": on_change,
+        "os.link": on_change,
+        "os.truncate": on_change,
+    }
     get = handlers.get
 
     def hook(event, args):
@@ -284,8 +327,9 @@ def inside(req: dict, token: bytes, stdio: bool, sha256) -> None:
         for code in codes:
             exec(code, namespace)
         if req.get("plus_inputs"):
-            result["outputs"] = _outputs(namespace.get(req["entry_point"]), req["plus_inputs"],
-                                         int(req.get("digest_over") or 0), sha256)  # fmt: skip
+            result["outputs"] = _outputs(
+                namespace.get(req["entry_point"]), req["plus_inputs"], int(req.get("digest_over") or 0), sha256
+            )
         result["done"] = True
     except SystemExit as e:
         result["exit"] = e.code if isinstance(e.code, (int, type(None))) else str(e.code)[:100]

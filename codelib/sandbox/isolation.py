@@ -56,12 +56,29 @@ def unshare(flags: int) -> None:
 
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
-ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "nsswitch.conf", "passwd", "group", "hosts",
-             "alternatives", "os-release", "mime.types")  # fmt: skip
+ETC_FILES = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "nsswitch.conf",
+    "passwd",
+    "group",
+    "hosts",
+    "alternatives",
+    "os-release",
+    "mime.types",
+)
 DEV_FILES = ("null", "zero", "full", "random", "urandom")
-_ST_TO_MS = ((os.ST_RDONLY, MS_RDONLY), (os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV),
-             (os.ST_NOEXEC, MS_NOEXEC), (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME),
-             (os.ST_RELATIME, MS_RELATIME))  # fmt: skip
+_ST_TO_MS = (
+    (os.ST_RDONLY, MS_RDONLY),
+    (os.ST_NOSUID, MS_NOSUID),
+    (os.ST_NODEV, MS_NODEV),
+    (os.ST_NOEXEC, MS_NOEXEC),
+    (os.ST_NOATIME, MS_NOATIME),
+    (os.ST_NODIRATIME, MS_NODIRATIME),
+    (os.ST_RELATIME, MS_RELATIME),
+)
 
 
 def _bind_readonly(source: str, target: str) -> None:
@@ -81,8 +98,14 @@ def _bind_readonly(source: str, target: str) -> None:
 
 def interpreter_paths(site_packages: list[str]) -> list[str]:
     """The directories the interpreter and the caller's environment live in (the /tmp refusal checks them)."""
-    return [sys.base_prefix, sys.prefix, sys.exec_prefix, sys.base_exec_prefix,
-            os.path.dirname(os.path.realpath(sys.executable)), *site_packages]  # fmt: skip
+    return [
+        sys.base_prefix,
+        sys.prefix,
+        sys.exec_prefix,
+        sys.base_exec_prefix,
+        os.path.dirname(os.path.realpath(sys.executable)),
+        *site_packages,
+    ]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -93,8 +116,11 @@ DEFAULT_PACKAGES = ("numpy",)  # importable by programs beyond the stdlib, when 
 _CODE_FILE = re.compile(r"(\.py|\.pyc|\.so(\.[\w.-]+)?)$")  # sources, bytecode, extension modules, shared libs
 # benchmark data by name: a benchmark's name and a data format (HumanEval.jsonl.gz, sanitized-mbpp.json, ...)
 _DATA_SUFFIX = r"\.(jsonl?|gz|parquet|arrow|csv|tsv|pkl|pickle|zip|tar|xz|bz2|zst|db|sqlite|feather|npz|txt)$"
-_BENCH_NAME = re.compile(r"(human[-_]?eval|mbpp|evalplus|code[-_]?contests|livecodebench|leetcode|taco[-_.]|apps[-_.]"
-                         r"(train|test))", re.I)  # fmt: skip
+_BENCH_NAME = re.compile(
+    r"(human[-_]?eval|mbpp|evalplus|code[-_]?contests|livecodebench|leetcode|taco[-_.]|apps[-_.]"
+    r"(train|test))",
+    re.I,
+)
 _DATA_FILE = re.compile(_DATA_SUFFIX, re.I)
 # benchmark data by content: the field names of the benchmarks' records, as JSON keys, and HumanEval's test
 # function. Stored reversed, and joined into a pattern only in the parent that scans: the worker imports this
@@ -130,8 +156,11 @@ def _package_files(site_packages: list[str], packages) -> list[tuple[str, str, o
                 entries = sorted(os.listdir(sp))
             except OSError:
                 continue
-            mine = [e for e in entries if e in (name, name + ".libs", name + ".py")
-                    or (e.startswith(name + ".") and e.endswith(".so"))]  # fmt: skip
+            mine = [
+                e
+                for e in entries
+                if e in (name, name + ".libs", name + ".py") or (e.startswith(name + ".") and e.endswith(".so"))
+            ]
             for entry in mine:
                 top = os.path.join(sp, entry)
                 if os.path.isfile(top):
@@ -153,9 +182,16 @@ def _package_files(site_packages: list[str], packages) -> list[tuple[str, str, o
 def _cache_dirs() -> list[str]:
     uid = os.geteuid()
     home = os.path.expanduser("~")
-    return [d for d in (os.environ.get("CODELIB_SANDBOX_SITE"), os.path.join(sys.prefix, ".codelib-sandbox"),
-                        os.path.join(home, ".cache", "codelib-sandbox") if home not in ("", "/", "~") else None,
-                        f"/var/tmp/codelib-sandbox-{uid}") if d]  # fmt: skip
+    return [
+        d
+        for d in (
+            os.environ.get("CODELIB_SANDBOX_SITE"),
+            os.path.join(sys.prefix, ".codelib-sandbox"),
+            os.path.join(home, ".cache", "codelib-sandbox") if home not in ("", "/", "~") else None,
+            f"/var/tmp/codelib-sandbox-{uid}",
+        )
+        if d
+    ]
 
 
 def _own_dir(path: str) -> bool:
@@ -165,8 +201,9 @@ def _own_dir(path: str) -> bool:
         st = os.stat(path, follow_symlinks=False)
     except OSError:
         return False
-    return (st.st_uid == os.geteuid() and not st.st_mode & 0o022 and os.access(path, os.W_OK)
-            and under_tmp([path]) is None)  # fmt: skip
+    return (
+        st.st_uid == os.geteuid() and not st.st_mode & 0o022 and os.access(path, os.W_OK) and under_tmp([path]) is None
+    )
 
 
 def site_view(site_packages: list[str], packages) -> str | None:
@@ -232,14 +269,25 @@ def program_view(site_packages: list[str], packages=DEFAULT_PACKAGES) -> dict:
 
     target = os.path.realpath(site_packages[0]) if site_packages else None
     site = site_view(site_packages, packages) if site_packages else None
-    binds = [os.path.join(sys.base_prefix, "lib"), os.path.join(sys.base_prefix, "bin"),
-             os.path.join(sys.base_exec_prefix, "lib"), os.path.dirname(os.path.realpath(sys.executable)),
-             os.path.dirname(sys.executable), os.path.join(sys.prefix, "pyvenv.cfg"),
-             sysconfig.get_path("stdlib"), sysconfig.get_path("platstdlib")]  # fmt: skip
+    binds = [
+        os.path.join(sys.base_prefix, "lib"),
+        os.path.join(sys.base_prefix, "bin"),
+        os.path.join(sys.base_exec_prefix, "lib"),
+        os.path.dirname(os.path.realpath(sys.executable)),
+        os.path.dirname(sys.executable),
+        os.path.join(sys.prefix, "pyvenv.cfg"),
+        sysconfig.get_path("stdlib"),
+        sysconfig.get_path("platstdlib"),
+    ]
     binds += [p for p in sys.path if p.startswith("/") and "lib-dynload" in p]
     venv = os.path.realpath(sys.prefix) if sys.prefix != sys.base_prefix else None
-    binds = sorted({os.path.realpath(p) for p in binds if p and os.path.exists(p)
-                    and not (venv and os.path.realpath(p).startswith(venv + "/lib"))})  # fmt: skip
+    binds = sorted(
+        {
+            os.path.realpath(p)
+            for p in binds
+            if p and os.path.exists(p) and not (venv and os.path.realpath(p).startswith(venv + "/lib"))
+        }
+    )
     masks = _python_masks(binds + list(SYSTEM_DIRS) + ["/usr/local"], target)
     return dict(binds=binds, site=[site, target] if site and target else None, masks=masks)
 
@@ -353,8 +401,12 @@ def build_root(new: str, python_paths: list[str]) -> None:
         if os.path.exists("/dev/" + name):
             open(new + "/dev/" + name, "w").close()
             mount("/dev/" + name, new + "/dev/" + name, None, MS_BIND)
-    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
-                         ("stderr", "/proc/self/fd/2")):  # fmt: skip
+    for name, target in (
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ):
         os.symlink(target, new + "/dev/" + name)
     os.makedirs(new + "/proc", 0o555)
     os.makedirs(new + "/tmp", 0o755)
@@ -444,8 +496,9 @@ def cgroups(name: str, memory_bytes: int, max_pids: int) -> tuple[list[str], str
             except OSError as e:
                 why.append(f"v2: {e.strerror or e}")
     try:
-        return cgroup_v1("/sys/fs/cgroup", [x for x in lines if not x.startswith("0::")], name, memory_bytes,
-                         max_pids), ""  # fmt: skip
+        return cgroup_v1(
+            "/sys/fs/cgroup", [x for x in lines if not x.startswith("0::")], name, memory_bytes, max_pids
+        ), ""
     except OSError as e:
         why.append(f"v1: {e.strerror or e}")
     return [], "; ".join(why)
@@ -464,25 +517,119 @@ def _cgroup2_mounts() -> list[str]:
 
 
 _DENY = {
-    "x86_64": dict(msgget=68, msgsnd=69, msgrcv=70, msgctl=71, semget=64, semop=65, semctl=66, semtimedop=220,
-                   shmget=29, shmat=30, shmctl=31, shmdt=67, mq_open=240, mq_unlink=241, mq_timedsend=242,
-                   mq_timedreceive=243, mq_notify=244, mq_getsetattr=245, add_key=248, request_key=249, keyctl=250,
-                   ptrace=101, process_vm_readv=310, process_vm_writev=311, unshare=272, setns=308, pivot_root=155, chroot=161, bpf=321, perf_event_open=298, userfaultfd=323,
-                   io_uring_setup=425, io_uring_enter=426, io_uring_register=427, kexec_load=246, init_module=175,
-                   finit_module=313, delete_module=176, reboot=169, swapon=167, swapoff=168, open_by_handle_at=304,
-                   name_to_handle_at=303, open_tree=428, move_mount=429, fsopen=430, fsmount=432, fspick=433,
-                   mount_setattr=442, pidfd_getfd=438, kcmp=312, acct=163, syslog=103, quotactl=179),
-    "aarch64": dict(msgget=186, msgctl=187, msgrcv=188, msgsnd=189, semget=190, semctl=191, semtimedop=192,
-                    semop=193, shmget=194, shmctl=195, shmat=196, shmdt=197, mq_open=180, mq_unlink=181,
-                    mq_timedsend=182, mq_timedreceive=183, mq_notify=184, mq_getsetattr=185, add_key=217,
-                    request_key=218, keyctl=219, ptrace=117, process_vm_readv=270, process_vm_writev=271,
-                    unshare=97, setns=268, pivot_root=41, chroot=51, bpf=280,
-                    perf_event_open=241, userfaultfd=282, io_uring_setup=425, io_uring_enter=426,
-                    io_uring_register=427, kexec_load=104, init_module=105, finit_module=273, delete_module=106,
-                    reboot=142, swapon=224, swapoff=225, open_by_handle_at=265, name_to_handle_at=264, open_tree=428,
-                    move_mount=429, fsopen=430, fsmount=432, fspick=433, mount_setattr=442, pidfd_getfd=438,
-                    kcmp=272, acct=89, syslog=116, quotactl=60),
-}  # fmt: skip
+    "x86_64": dict(
+        msgget=68,
+        msgsnd=69,
+        msgrcv=70,
+        msgctl=71,
+        semget=64,
+        semop=65,
+        semctl=66,
+        semtimedop=220,
+        shmget=29,
+        shmat=30,
+        shmctl=31,
+        shmdt=67,
+        mq_open=240,
+        mq_unlink=241,
+        mq_timedsend=242,
+        mq_timedreceive=243,
+        mq_notify=244,
+        mq_getsetattr=245,
+        add_key=248,
+        request_key=249,
+        keyctl=250,
+        ptrace=101,
+        process_vm_readv=310,
+        process_vm_writev=311,
+        unshare=272,
+        setns=308,
+        pivot_root=155,
+        chroot=161,
+        bpf=321,
+        perf_event_open=298,
+        userfaultfd=323,
+        io_uring_setup=425,
+        io_uring_enter=426,
+        io_uring_register=427,
+        kexec_load=246,
+        init_module=175,
+        finit_module=313,
+        delete_module=176,
+        reboot=169,
+        swapon=167,
+        swapoff=168,
+        open_by_handle_at=304,
+        name_to_handle_at=303,
+        open_tree=428,
+        move_mount=429,
+        fsopen=430,
+        fsmount=432,
+        fspick=433,
+        mount_setattr=442,
+        pidfd_getfd=438,
+        kcmp=312,
+        acct=163,
+        syslog=103,
+        quotactl=179,
+    ),
+    "aarch64": dict(
+        msgget=186,
+        msgctl=187,
+        msgrcv=188,
+        msgsnd=189,
+        semget=190,
+        semctl=191,
+        semtimedop=192,
+        semop=193,
+        shmget=194,
+        shmctl=195,
+        shmat=196,
+        shmdt=197,
+        mq_open=180,
+        mq_unlink=181,
+        mq_timedsend=182,
+        mq_timedreceive=183,
+        mq_notify=184,
+        mq_getsetattr=185,
+        add_key=217,
+        request_key=218,
+        keyctl=219,
+        ptrace=117,
+        process_vm_readv=270,
+        process_vm_writev=271,
+        unshare=97,
+        setns=268,
+        pivot_root=41,
+        chroot=51,
+        bpf=280,
+        perf_event_open=241,
+        userfaultfd=282,
+        io_uring_setup=425,
+        io_uring_enter=426,
+        io_uring_register=427,
+        kexec_load=104,
+        init_module=105,
+        finit_module=273,
+        delete_module=106,
+        reboot=142,
+        swapon=224,
+        swapoff=225,
+        open_by_handle_at=265,
+        name_to_handle_at=264,
+        open_tree=428,
+        move_mount=429,
+        fsopen=430,
+        fsmount=432,
+        fspick=433,
+        mount_setattr=442,
+        pidfd_getfd=438,
+        kcmp=272,
+        acct=89,
+        syslog=116,
+        quotactl=60,
+    ),
+}
 _ARCH = {"x86_64": (0xC000003E, 56, 435), "aarch64": (0xC00000B7, 220, 435)}  # audit arch, clone, clone3
 _ENOSYS = 38
 _RET_ALLOW, _RET_ERRNO, _RET_KILL = 0x7FFF0000, 0x00050000, 0x80000000

@@ -183,19 +183,43 @@ def task_job(task, completion: str, plus: bool = False, timeout_s: float | None 
         name = (
             getattr(task, "compare", "") or ""
         )  # the benchmark's harness runs its import block first (task.PRELUDES)
-        return Job(T.stdin_prelude(name) + completion, kind="stdio", cases=cases, task_id=task.task_id,
-                   timeout_s=timeout_s, memory_mb=memory_mb, limit_scale=scale, compare=name)  # fmt: skip
+        return Job(
+            T.stdin_prelude(name) + completion,
+            kind="stdio",
+            cases=cases,
+            task_id=task.task_id,
+            timeout_s=timeout_s,
+            memory_mb=memory_mb,
+            limit_scale=scale,
+            compare=name,
+        )
     if task.kind == "calls":
-        return Job(task.prompt + completion, kind="calls", tests=task.tests, entry_point=task.entry_point,
-                   task_id=task.task_id, compare=getattr(task, "compare", "") or "", timeout_s=timeout_s,
-                   memory_mb=memory_mb, limit_scale=scale)  # fmt: skip
+        return Job(
+            task.prompt + completion,
+            kind="calls",
+            tests=task.tests,
+            entry_point=task.entry_point,
+            task_id=task.task_id,
+            compare=getattr(task, "compare", "") or "",
+            timeout_s=timeout_s,
+            memory_mb=memory_mb,
+            limit_scale=scale,
+        )
     call = f"\n\ncheck({task.entry_point})\n" if "def check(" in task.tests else ""
     plan = judge_plan(task.prompt, task.tests + call, task.entry_point, task.task_id)
     with_plus = plus and bool(task.plus_inputs)
     if plan[0] == "outside":
-        job = Job(task.prompt + completion, kind="function", tests=task.tests + call, prelude=plan[3],
-                  names=plan[1], imports=plan[2], entry_point=task.entry_point, task_id=task.task_id,
-                  truthy=task.task_id in TRUTHY_TASKS)  # fmt: skip
+        job = Job(
+            task.prompt + completion,
+            kind="function",
+            tests=task.tests + call,
+            prelude=plan[3],
+            names=plan[1],
+            imports=plan[2],
+            entry_point=task.entry_point,
+            task_id=task.task_id,
+            truthy=task.task_id in TRUTHY_TASKS,
+        )
         reference = replace(job, program=task.prompt + task.canonical_solution, tests="")
     else:
         program = T.program_for(task, completion)
@@ -214,8 +238,13 @@ def reference_key(job: Job) -> tuple:
 
 def reference_job(job: Job, box) -> Job:
     """The reference (canonical solution) run on the job's plus inputs, with a reference's limits."""
-    return replace(job.reference, plus_inputs=job.plus_inputs, atol=job.atol, timeout_s=box.reference_timeout_s,
-                   memory_mb=max(PLUS_MEMORY_MB, job.memory_mb or box.memory_mb))  # fmt: skip
+    return replace(
+        job.reference,
+        plus_inputs=job.plus_inputs,
+        atol=job.atol,
+        timeout_s=box.reference_timeout_s,
+        memory_mb=max(PLUS_MEMORY_MB, job.memory_mb or box.memory_mb),
+    )
 
 
 REFERENCE_CACHE: collections.OrderedDict = collections.OrderedDict()
@@ -309,22 +338,42 @@ class Run:
             total = self.cases if self.job.kind == "calls" else judge.compiled_tests(self.job.tests)[1]
         except BaseException:
             return  # tests that do not compile: the judge says so itself
-        result = {"done": False, "passed": 0, "total": total, "first": None, "calls": 0,
-                  "program_error": judge.sanitize(error[0]), "program_error_type": judge.sanitize(error[1], 60)}  # fmt: skip
+        result = {
+            "done": False,
+            "passed": 0,
+            "total": total,
+            "first": None,
+            "calls": 0,
+            "program_error": judge.sanitize(error[0]),
+            "program_error_type": judge.sanitize(error[1], 60),
+        }
         self._feed_function({"kind": "function"}, json.dumps(result).encode(), "")
 
     def next_step(self) -> dict:
         j = self.job
-        req = dict(kind=j.kind, program=j.program, stdin=j.stdin, timeout_s=self.timeout, memory_mb=self.memory,
-                   cap=self.box.max_output_bytes)  # fmt: skip
+        req = dict(
+            kind=j.kind,
+            program=j.program,
+            stdin=j.stdin,
+            timeout_s=self.timeout,
+            memory_mb=self.memory,
+            cap=self.box.max_output_bytes,
+        )
         step = dict(request=req, budget=self.timeout + 1.0)
         if j.kind == "stdio":
             case = j.cases[self.case]
             req.update(stdin=str(case["input"]), cap=_cap_for(str(case["output"]), self.box.max_output_bytes))
         elif j.kind == "function":
-            spec = dict(prelude=j.prelude, tests=j.tests, names=list(j.names), imports=list(j.imports),
-                        entry_point=j.entry_point, plus_inputs=j.plus_inputs, digest_over=self.digest_over,
-                        truthy=j.truthy)  # fmt: skip
+            spec = dict(
+                prelude=j.prelude,
+                tests=j.tests,
+                names=list(j.names),
+                imports=list(j.imports),
+                entry_point=j.entry_point,
+                plus_inputs=j.plus_inputs,
+                digest_over=self.digest_over,
+                truthy=j.truthy,
+            )
             if self.ref is not None:  # the judge compares each plus output itself (its deadline bounds the work)
                 spec.update(expected=json.dumps(self.ref[2]), atol=j.atol, task_id=j.task_id)
                 step["result_cap"] = 1 << 20  # three numbers and a few lines of text come back, never outputs
@@ -336,8 +385,12 @@ class Run:
             step["spec"] = json.dumps(spec).encode()
             step["budget"] = req["timeout_s"] + 3.0
         else:
-            req.update(test_line=j.test_line, entry_point=j.entry_point, plus_inputs=j.plus_inputs,
-                       digest_over=self.digest_over)  # fmt: skip
+            req.update(
+                test_line=j.test_line,
+                entry_point=j.entry_point,
+                plus_inputs=j.plus_inputs,
+                digest_over=self.digest_over,
+            )
             if self.ref is not None:  # the outputs are decoded here: at most 4x the reference's (+ stdout)
                 step["reply_cap"] = 4 * len(json.dumps(self.ref[2])) + 2 * self.box.max_output_bytes + (1 << 20)
         return step
@@ -442,8 +495,10 @@ class Run:
         outputs = r.get("outputs")
         if self.ref is not None and "plus" in r:
             good, judged, first_bad = r["plus"]
-            self.out.update(tests_passed=self.out.get("tests_passed", 0) + good,
-                            tests_total=self.out.get("tests_total", 0) + judged)  # fmt: skip
+            self.out.update(
+                tests_passed=self.out.get("tests_passed", 0) + good,
+                tests_total=self.out.get("tests_total", 0) + judged,
+            )
             if status == "passed" and good < judged:
                 status, detail = (
                     "failed",
@@ -458,8 +513,9 @@ class Run:
 
     def _compare_plus(self, outputs, status: str, detail: str) -> tuple[str, str]:
         good, total, first_bad = plus.compare(self.job, self.ref[0], R.decode_outputs(outputs))
-        self.out.update(tests_passed=self.out.get("tests_passed", 0) + good,
-                        tests_total=self.out.get("tests_total", 0) + total)  # fmt: skip
+        self.out.update(
+            tests_passed=self.out.get("tests_passed", 0) + good, tests_total=self.out.get("tests_total", 0) + total
+        )
         if status == "passed" and first_bad is not None:
             return "failed", f"plus input {first_bad}: output differs from the canonical solution's"
         return status, detail

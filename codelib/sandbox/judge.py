@@ -194,8 +194,10 @@ def compile_tests(head: str, tests: str, filename: str = "<program>", got: bool 
         return any("assert" in line for line in lines[stmt.lineno - 1 : stmt.end_lineno])
 
     def tautology(test) -> bool:  # an assert of constants only: true (or false) whatever the program does
-        return not any(isinstance(n, (ast.Name, ast.Call, ast.Attribute, ast.Subscript, ast.NamedExpr,
-                                      ast.Lambda, ast.Await)) for n in ast.walk(test))  # fmt: skip
+        return not any(
+            isinstance(n, (ast.Name, ast.Call, ast.Attribute, ast.Subscript, ast.NamedExpr, ast.Lambda, ast.Await))
+            for n in ast.walk(test)
+        )
 
     def at(node, stmt):
         node.lineno, node.col_offset = stmt.lineno, stmt.col_offset
@@ -435,8 +437,12 @@ def _plus_compare(channel: Channel, spec: dict) -> list:
     inputs = wire.decode_args(json.loads(spec["plus_inputs"]))
     expected = json.loads(spec["expected"])
     entry, over = spec["entry_point"], int(spec.get("digest_over") or 0)
-    job = types.SimpleNamespace(task_id=spec.get("task_id", ""), entry_point=entry, atol=float(spec.get("atol") or 0),
-                                plus_inputs=spec["plus_inputs"])  # fmt: skip
+    job = types.SimpleNamespace(
+        task_id=spec.get("task_id", ""),
+        entry_point=entry,
+        atol=float(spec.get("atol") or 0),
+        plus_inputs=spec["plus_inputs"],
+    )
     good = total = 0
     first_bad = -1
     cap = channel.cap

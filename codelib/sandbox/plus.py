@@ -105,8 +105,9 @@ def _is_int(s: str) -> bool:
     return s.lstrip("+-").isdigit()
 
 
-_SPECIAL_ORACLES = _MBPP_SET_EQ | _MBPP_NOT_NONE | {"are_equivalent", "sum_div", "surface_Area",
-                                                     "digit_distance_nums", "find_zero"}  # fmt: skip
+_SPECIAL_ORACLES = (
+    _MBPP_SET_EQ | _MBPP_NOT_NONE | {"are_equivalent", "sum_div", "surface_Area", "digit_distance_nums", "find_zero"}
+)
 
 
 def digest_ok(job) -> bool:

@@ -74,19 +74,23 @@ class Sandbox:
             site_packages = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
         hidden = isolation.under_tmp(isolation.interpreter_paths(site_packages)) if namespaces else None
         if hidden:  # each run gets a fresh, empty /tmp: the programs' root could not show them this environment
-            raise SandboxError(f"the sandbox gives every program a fresh, empty /tmp, which would hide this Python "
-                               f"environment ({hidden}) from it: install codelib's environment outside /tmp (clone "
-                               f"the repository elsewhere, e.g. under your home directory, and run `make setup` "
-                               f"there)")  # fmt: skip
+            raise SandboxError(
+                f"the sandbox gives every program a fresh, empty /tmp, which would hide this Python "
+                f"environment ({hidden}) from it: install codelib's environment outside /tmp (clone "
+                f"the repository elsewhere, e.g. under your home directory, and run `make setup` "
+                f"there)"
+            )
         self.packages = tuple(isolation.DEFAULT_PACKAGES if packages is None else packages)
         # code, never data: the programs' root shows the interpreter, the stdlib and the allowed packages' code
         # files; anything left in that view that looks like a benchmark's data stops the pool here
         view = isolation.program_view(list(site_packages), self.packages) if namespaces else {}
         data = isolation.benchmark_data(view) if namespaces else None
         if data:
-            raise SandboxError(f"programs would see benchmark data: {data}. A program that reads a benchmark's "
-                               f"file passes its tasks without solving them; remove the file (or the package that "
-                               f"ships it) from the interpreter's directories")  # fmt: skip
+            raise SandboxError(
+                f"programs would see benchmark data: {data}. A program that reads a benchmark's "
+                f"file passes its tasks without solving them; remove the file (or the package that "
+                f"ships it) from the interpreter's directories"
+            )
         self._config = dict(
             # -S keeps the worker small (no .pth hooks); programs still import what the caller's env installed
             site_packages=site_packages[:1] if namespaces else site_packages,

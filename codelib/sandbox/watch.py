@@ -75,8 +75,9 @@ def run(server, pid: int, judge, kill_fd: int | None, timeout: float) -> dict:
 SIGNAMES = {getattr(signal, n): n for n in dir(signal) if n.startswith("SIG") and not n.startswith("SIG_")}
 
 
-def inside_verdict(report: bytes, token: bytes, wstatus: int, timed_out: bool, overflow: bool, cap: int, err: str,
-                  stdio: bool) -> dict:  # fmt: skip
+def inside_verdict(
+    report: bytes, token: bytes, wstatus: int, timed_out: bool, overflow: bool, cap: int, err: str, stdio: bool
+) -> dict:
     at = report.find(token)
     progress = report[: at if at >= 0 else len(report)]
     passed, failed = progress.count(b"+"), progress.count(b"-")

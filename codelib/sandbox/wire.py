@@ -90,8 +90,10 @@ def encode(x, depth: int = 0):
     for base in _PLAIN_BASES:
         if isinstance(x, base):
             return encode(base(x), depth + 1)
-    raise WireError(f"a {t.__name__!r} object is not plain data (allowed: None, bool, int, float, str, bytes, "
-                    "complex, list, tuple, dict, set, frozenset)")  # fmt: skip
+    raise WireError(
+        f"a {t.__name__!r} object is not plain data (allowed: None, bool, int, float, str, bytes, "
+        "complex, list, tuple, dict, set, frozenset)"
+    )
 
 
 HASH_PEERS = 64  # distinct values one hash may have in a set or dict built from untrusted data

@@ -100,22 +100,27 @@ class Server:
             if not root:
                 isolation.map_user(uid, gid)
         except OSError as e:
-            self.missing["namespaces"] = (f"no {'user ' if not root else ''}namespaces ({e.strerror}): programs see "
-                                          "the host's files, processes and network")  # fmt: skip
+            self.missing["namespaces"] = (
+                f"no {'user ' if not root else ''}namespaces ({e.strerror}): programs see "
+                "the host's files, processes and network"
+            )
             return self._fallback(root)
         if root:
             self.uid, self.judge_uid = UID_BASE + 2 * os.getpid(), UID_BASE + 2 * os.getpid() + 1
         else:
-            self.missing["uid"] = ("not root: programs and the judge share the caller's uid (in a user namespace, "
-                                   "without capabilities; the judge lives in a pid namespace above the programs' "
-                                   "and is not dumpable)")  # fmt: skip
+            self.missing["uid"] = (
+                "not root: programs and the judge share the caller's uid (in a user namespace, "
+                "without capabilities; the judge lives in a pid namespace above the programs' "
+                "and is not dumpable)"
+            )
         # the worker joins its group once and every process it forks starts there: moving each program in would
         # cost a cgroup migration per run (milliseconds: the kernel waits for an RCU grace period). The bound counts
         # the worker, its init and its judge too (+256 MB); a program raises its own OOM score, so it goes first.
         memory = (max(2 * int(self.config["memory_mb"]) + 256, int(self.config["plus_memory_mb"]) + 512) + 256) << 20
         try:
-            self.cgroups, why = isolation.cgroups(f"codelib-sandbox-{os.getpid()}", memory,
-                                                  int(self.config["max_procs"]) + 8)  # fmt: skip
+            self.cgroups, why = isolation.cgroups(
+                f"codelib-sandbox-{os.getpid()}", memory, int(self.config["max_procs"]) + 8
+            )
             if why:
                 self.missing["cgroup"] = f"no memory/pids cgroup ({why}): only rlimits bound a program's tree"
             for group in self.cgroups:
@@ -130,8 +135,9 @@ class Server:
         self._start_factory(ROOT)
         isolation.unshare(isolation.CLONE_NEWPID)  # allowed wherever the other namespaces were
         self._start_init()
-        isolation.mount(None, ROOT, None, isolation.MS_REMOUNT | isolation.MS_RDONLY | isolation.MS_NOSUID
-                        | isolation.MS_NODEV)  # fmt: skip
+        isolation.mount(
+            None, ROOT, None, isolation.MS_REMOUNT | isolation.MS_RDONLY | isolation.MS_NOSUID | isolation.MS_NODEV
+        )
         os.chroot(ROOT)
         os.chdir("/")
         self.chrooted = self.fresh_tmp = True
@@ -151,8 +157,13 @@ class Server:
         """An empty tmpfs on /tmp, owned by the program's uid: each run's working directory. After a run that left
         anything there, it is unmounted whole (however deep a nest, whatever its modes) and a new one mounted."""
         owner = f",uid={self.uid},gid={self.uid}" if self.uid is not None else ""
-        isolation.mount("tmpfs", "/tmp", "tmpfs", isolation.MS_NOSUID | isolation.MS_NODEV,
-                        f"size={int(self.config['tmpfs_mb'])}m,mode=700{owner}")  # fmt: skip
+        isolation.mount(
+            "tmpfs",
+            "/tmp",
+            "tmpfs",
+            isolation.MS_NOSUID | isolation.MS_NODEV,
+            f"size={int(self.config['tmpfs_mb'])}m,mode=700{owner}",
+        )
         self.tmp_clean = self._tmp_state()
 
     @staticmethod
@@ -174,8 +185,13 @@ class Server:
                 os.close(r)
                 prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
                 try:
-                    isolation.mount("proc", ROOT + "/proc", "proc", isolation.MS_NOSUID | isolation.MS_NODEV
-                                    | isolation.MS_NOEXEC, "hidepid=2")  # fmt: skip
+                    isolation.mount(
+                        "proc",
+                        ROOT + "/proc",
+                        "proc",
+                        isolation.MS_NOSUID | isolation.MS_NODEV | isolation.MS_NOEXEC,
+                        "hidepid=2",
+                    )
                     os.write(w, b"p")
                 except OSError as e:
                     os.write(w, f"e{e.strerror}".encode())
@@ -221,10 +237,20 @@ class Server:
     # -- protocol
 
     def serve(self) -> None:
-        caps = dict(uid=self.uid, judge_uid=self.judge_uid, pid=os.getpid(), cgroups=self.cgroups,
-                    missing=self.missing, chroot=self.chrooted, fresh_tmp=self.fresh_tmp, proc=self.proc,
-                    init_pid=self.init_pid, factory_pid=self.factory_pid, root=ROOT if self.chrooted else self.private,
-                    seccomp=self.seccomp is not None and self.chrooted)  # fmt: skip
+        caps = dict(
+            uid=self.uid,
+            judge_uid=self.judge_uid,
+            pid=os.getpid(),
+            cgroups=self.cgroups,
+            missing=self.missing,
+            chroot=self.chrooted,
+            fresh_tmp=self.fresh_tmp,
+            proc=self.proc,
+            init_pid=self.init_pid,
+            factory_pid=self.factory_pid,
+            root=ROOT if self.chrooted else self.private,
+            seccomp=self.seccomp is not None and self.chrooted,
+        )
         self._send(caps)
         while True:
             request, fds = self._recv()
@@ -316,9 +342,14 @@ class Server:
             seen["judge_done"] = self.judge.recv(16) == b"d"
         if not seen["judge_done"]:
             self._stop_judge()  # stuck, or killed: the next run gets a fresh one
-        return dict(kind="function", duration_s=seen["duration"], wstatus=seen["status"],
-                    timed_out=seen["timed_out"], ended=watch.ended(seen["status"]),
-                    judge_ended={} if seen["judge_done"] else {"signal": signal.SIGKILL})  # fmt: skip
+        return dict(
+            kind="function",
+            duration_s=seen["duration"],
+            wstatus=seen["status"],
+            timed_out=seen["timed_out"],
+            ended=watch.ended(seen["status"]),
+            judge_ended={} if seen["judge_done"] else {"signal": signal.SIGKILL},
+        )
 
     def _start_factory(self, root: str | None) -> None:
         """Fork the judge factory, before the pid namespace: it (chrooted to the programs' root) forks each judge
@@ -393,8 +424,13 @@ class Server:
             spawn.program(self, dict(req, token=token), named, extra, "stdio" if stdio else "inside")
         self._close_outputs(named)
         seen = watch.run(self, pid, None, named.get("kill"), float(req["timeout_s"]))
-        return dict(kind=req["kind"], duration_s=seen["duration"], wstatus=seen["status"],
-                    timed_out=seen["timed_out"], killed=seen["killed"])  # fmt: skip
+        return dict(
+            kind=req["kind"],
+            duration_s=seen["duration"],
+            wstatus=seen["status"],
+            timed_out=seen["timed_out"],
+            killed=seen["killed"],
+        )
 
     @staticmethod
     def _close_outputs(named: dict) -> None:

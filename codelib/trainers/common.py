@@ -153,13 +153,32 @@ def heldout_eval(model, tokenizer, cfg: TrainEvalConfig, tasks: list) -> dict:
 
     rows = len(tasks) * cfg.eval_samples
     with torch.random.fork_rng(devices=[]):
-        comps = generate(model, tokenizer, [t.prompt for t in tasks], n=cfg.eval_samples, temperature=EVAL_TEMPERATURE,
-                         max_new_tokens=cfg.max_new_tokens, batch_size=min(rows, 256), seed=EVAL_SEED,
-                         stop=stops_for(tasks[0]), progress=False)  # fmt: skip
-    score = score_completions(tasks, [[c.text for c in cs] for cs in comps], workers=cfg.workers,
-                              timeout_s=cfg.timeout_s, bootstrap_iters=200, seed=EVAL_SEED)  # fmt: skip
-    return {"eval_pass@1": score["pass@1"], "eval_ci_low": score["ci_low"], "eval_ci_high": score["ci_high"],
-            **metrics.class_shares(score["samples"], "eval_verdicts/")}  # fmt: skip
+        comps = generate(
+            model,
+            tokenizer,
+            [t.prompt for t in tasks],
+            n=cfg.eval_samples,
+            temperature=EVAL_TEMPERATURE,
+            max_new_tokens=cfg.max_new_tokens,
+            batch_size=min(rows, 256),
+            seed=EVAL_SEED,
+            stop=stops_for(tasks[0]),
+            progress=False,
+        )
+    score = score_completions(
+        tasks,
+        [[c.text for c in cs] for cs in comps],
+        workers=cfg.workers,
+        timeout_s=cfg.timeout_s,
+        bootstrap_iters=200,
+        seed=EVAL_SEED,
+    )
+    return {
+        "eval_pass@1": score["pass@1"],
+        "eval_ci_low": score["ci_low"],
+        "eval_ci_high": score["ci_high"],
+        **metrics.class_shares(score["samples"], "eval_verdicts/"),
+    }
 
 
 class Keeper:
@@ -207,10 +226,20 @@ def trainer_args(cfg: StageConfig, out: Path | None = None, **override) -> dict:
     TRL's configs default to bf16 autocast and gradient checkpointing; on a CPU both only cost time (DPO's tiny
     stage took 7x longer with them), so they are on only where CUDA is, unless a stage's Config says otherwise."""
     cuda = torch.cuda.is_available()
-    args = dict(output_dir=str(out or cfg.run_dir), max_steps=cfg.steps, learning_rate=cfg.learning_rate,
-                max_grad_norm=cfg.max_grad_norm, save_steps=cfg.save_every, save_total_limit=2, seed=cfg.seed,
-                data_seed=cfg.seed, report_to=metrics.report_to(cfg.report_to), use_cpu=not cuda,
-                bf16=cuda and torch.cuda.is_bf16_supported(), gradient_checkpointing=cuda)  # fmt: skip
+    args = dict(
+        output_dir=str(out or cfg.run_dir),
+        max_steps=cfg.steps,
+        learning_rate=cfg.learning_rate,
+        max_grad_norm=cfg.max_grad_norm,
+        save_steps=cfg.save_every,
+        save_total_limit=2,
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        report_to=metrics.report_to(cfg.report_to),
+        use_cpu=not cuda,
+        bf16=cuda and torch.cuda.is_bf16_supported(),
+        gradient_checkpointing=cuda,
+    )
     return args | override
 
 
@@ -263,18 +292,23 @@ class OnlineRun:
         self.out.mkdir(parents=True, exist_ok=True)
         if self.acc.is_main_process:
             fields = record if record is not None else config_to_dict(cfg)
-            atomic_write_json(self.out / "config.json", {"stage": cfg.stage, "algorithm": algorithm, "label": label,
-                                                         **fields})  # fmt: skip
+            atomic_write_json(
+                self.out / "config.json", {"stage": cfg.stage, "algorithm": algorithm, "label": label, **fields}
+            )
         self.tasks = load_tasks(cfg.dataset, cfg.split)[: cfg.limit or None]
         ranks = self.acc.num_processes
         minibatch = getattr(cfg, "minibatch_size", 0)
         if cfg.batch_size % ranks or minibatch % ranks:
-            raise ValueError(f"batch_size ({cfg.batch_size}) and minibatch_size ({minibatch}) must divide by the number "
-                             f"of processes ({ranks}): every rank takes the same share of a step")  # fmt: skip
+            raise ValueError(
+                f"batch_size ({cfg.batch_size}) and minibatch_size ({minibatch}) must divide by the number "
+                f"of processes ({ranks}): every rank takes the same share of a step"
+            )
         self.reward = rewards.make_rewards(cfg.rewards)
         model, self.tokenizer = add_lora(cfg)
         heads = {k: m.to(self.acc.device) for k, m in (heads(model) if heads else {}).items()}
-        self.params = [p for p in model.parameters() if p.requires_grad] + [p for m in heads.values() for p in m.parameters()]  # fmt: skip
+        self.params = [p for p in model.parameters() if p.requires_grad] + [
+            p for m in heads.values() for p in m.parameters()
+        ]
         optimizer = torch.optim.AdamW(self.params, lr=cfg.learning_rate, weight_decay=0.0)
         # prepare before restoring: whatever RNG accelerate consumes then is consumed in a fresh run too
         prepared = self.acc.prepare(model, *heads.values(), optimizer)  # one DDP module each, one optimizer
@@ -282,14 +316,22 @@ class OnlineRun:
         self.heads = dict(zip(heads, prepared[1:-1], strict=True))
         self.policy = self.acc.unwrap_model(self.model)
         self.fingerprint = checkpoints.config_fingerprint(cfg)
-        self.start, self.extra = checkpoints.load_checkpoint(self.out, self.policy, self.optimizer, self._unwrapped_heads(),
-                                                             fingerprint=self.fingerprint, max_step=cfg.steps)  # fmt: skip
+        self.start, self.extra = checkpoints.load_checkpoint(
+            self.out,
+            self.policy,
+            self.optimizer,
+            self._unwrapped_heads(),
+            fingerprint=self.fingerprint,
+            max_step=cfg.steps,
+        )
         self.acc.wait_for_everyone()
         if self.acc.is_main_process:
             metrics.truncate_metrics(self.out / "metrics.jsonl", self.start)
             metrics.truncate_metrics(self.out / "samples.jsonl", self.start)
         self.log = metrics.MetricsLog(self.out, cfg.report_to) if self.acc.is_main_process else None
-        self.keeper = Keeper(cfg, self.out, self.extra.get("best"), fresh=not self.start) if self.acc.is_main_process else None  # fmt: skip
+        self.keeper = (
+            Keeper(cfg, self.out, self.extra.get("best"), fresh=not self.start) if self.acc.is_main_process else None
+        )
         self.n_per_task, self.sampling_stats = 1, {}
         if self.start:
             print(f"resuming from step {self.start}")
@@ -302,8 +344,13 @@ class OnlineRun:
         headless) whose postfix `record` sets to the last step's reward, pass rate, length and KL."""
         from codelib.progress import steps as progress_steps
 
-        self.bar = progress_steps(range(self.start + 1, self.cfg.steps + 1), total=self.cfg.steps, initial=self.start,
-                                  desc=self.out.name, disable=not self.acc.is_main_process)  # fmt: skip
+        self.bar = progress_steps(
+            range(self.start + 1, self.cfg.steps + 1),
+            total=self.cfg.steps,
+            initial=self.start,
+            desc=self.out.name,
+            disable=not self.acc.is_main_process,
+        )
         return self.bar
 
     def rollout(self, step: int, n_per_task: int) -> rollout.Rollouts:
@@ -322,8 +369,9 @@ class OnlineRun:
             fresh = rollout.batch_tasks(self.tasks, self.cfg.batch_size, step, self.cfg.seed + 104_729 * r)[
                 rank::ranks
             ]
-            return rollout.rollout(self.policy, self.tokenizer, fresh, n_per_task, self.cfg, seed + 15_485_863 * r,
-                                   self.reward)  # fmt: skip
+            return rollout.rollout(
+                self.policy, self.tokenizer, fresh, n_per_task, self.cfg, seed + 15_485_863 * r, self.reward
+            )
 
         ro, self.sampling_stats = rollout.fill_dynamic(ro, more, n_per_task, len(mine), self.cfg.max_refills)
         return ro
@@ -369,11 +417,21 @@ class OnlineRun:
             metrics.append_samples(self.out, samples)
         dt = time.time() - t0  # the samples' rows written included, as TRL's step time includes its logging
         if self.acc.is_main_process:
-            log_row = {"step": step, "loss": row.pop("loss"), "reward_mean": float(all_rewards.mean()),
-                       "reward_std": float(all_rewards.std()) if len(all_rewards) > 1 else 0.0,
-                       "pass_rate": float(passed.mean()), "completion_len": float(lengths.mean()), **kl,
-                       **row, **rollout.term_means(ro), **telemetry, "time_s": dt,
-                       "generate_share": ro.generate_s / dt, "sandbox_share": ro.sandbox_s / dt}  # fmt: skip
+            log_row = {
+                "step": step,
+                "loss": row.pop("loss"),
+                "reward_mean": float(all_rewards.mean()),
+                "reward_std": float(all_rewards.std()) if len(all_rewards) > 1 else 0.0,
+                "pass_rate": float(passed.mean()),
+                "completion_len": float(lengths.mean()),
+                **kl,
+                **row,
+                **rollout.term_means(ro),
+                **telemetry,
+                "time_s": dt,
+                "generate_share": ro.generate_s / dt,
+                "sandbox_share": ro.sandbox_s / dt,
+            }
             if self.keeper.due(step):
                 t_eval = time.time()
                 log_row.update(self.keeper.evaluate(self.policy, self.tokenizer, step))
@@ -384,9 +442,15 @@ class OnlineRun:
 
                 self.bar.set_postfix_str(compact(log_row), refresh=False)
             if step % self.cfg.save_every == 0 or step == self.cfg.steps:
-                checkpoints.save_checkpoint(self.out, self.policy, self.optimizer, step,
-                                            {**(extra or {}), "best": self.keeper.best}, self._unwrapped_heads(),
-                                            fingerprint=self.fingerprint)  # fmt: skip
+                checkpoints.save_checkpoint(
+                    self.out,
+                    self.policy,
+                    self.optimizer,
+                    step,
+                    {**(extra or {}), "best": self.keeper.best},
+                    self._unwrapped_heads(),
+                    fingerprint=self.fingerprint,
+                )
         if multi and getattr(self.cfg, "eval_every", 0):
             self.acc.wait_for_everyone()  # the main process evaluated while the others waited
 
@@ -404,8 +468,13 @@ class OnlineRun:
             torch.tensor([[st["groups_dropped"], st["groups_seen"], st["refills"], st["groups_short"]]])
         )
         dropped, seen, refills, short = sums.sum(0).tolist()
-        return {**out, "drop_frac": dropped / max(1.0, seen), "groups_dropped": dropped, "refills": refills,
-                "groups_short": short}  # fmt: skip
+        return {
+            **out,
+            "drop_frac": dropped / max(1.0, seen),
+            "groups_dropped": dropped,
+            "refills": refills,
+            "groups_short": short,
+        }
 
     def finish(self) -> Path:
         """Every rank's weight checksum, then the trained adapter (+ heads) in the run dir; returns it."""

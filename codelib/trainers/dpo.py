@@ -94,15 +94,37 @@ def prepare(cfg: Config) -> dict:
     init = str(resolve(cfg.init)) if cfg.init != "tiny" and resolve(cfg.init).exists() else cfg.init
     # vLLM loads the policy itself (an adapter unmerged where it can): nothing is loaded here then
     model, tokenizer = load_policy(init) if cfg.gen_backend == "hf" else (init, None)
-    generate_candidates(model, tokenizer, tasks, out / "candidates.jsonl", cfg.n_candidates, cfg.temperature,
-                        cfg.top_p, cfg.max_new_tokens, cfg.gen_seed, batch_size=cfg.gen_batch_size, source=cfg.init,
-                        backend=cfg.gen_backend)  # fmt: skip
+    generate_candidates(
+        model,
+        tokenizer,
+        tasks,
+        out / "candidates.jsonl",
+        cfg.n_candidates,
+        cfg.temperature,
+        cfg.top_p,
+        cfg.max_new_tokens,
+        cfg.gen_seed,
+        batch_size=cfg.gen_batch_size,
+        source=cfg.init,
+        backend=cfg.gen_backend,
+    )
     del model
-    annotate(out / "candidates.jsonl", tasks, out / "candidates_annotated.jsonl", workers=cfg.workers,
-             timeout_s=cfg.timeout_s)  # fmt: skip
+    annotate(
+        out / "candidates.jsonl",
+        tasks,
+        out / "candidates_annotated.jsonl",
+        workers=cfg.workers,
+        timeout_s=cfg.timeout_s,
+    )
     rule = PairRule(cfg.min_chosen, cfg.min_gap, cfg.max_pairs_per_task)
-    settings = {"source_policy": cfg.init, "n_candidates": cfg.n_candidates, "temperature": cfg.temperature,
-                "top_p": cfg.top_p, "max_new_tokens": cfg.max_new_tokens, "gen_seed": cfg.gen_seed}  # fmt: skip
+    settings = {
+        "source_policy": cfg.init,
+        "n_candidates": cfg.n_candidates,
+        "temperature": cfg.temperature,
+        "top_p": cfg.top_p,
+        "max_new_tokens": cfg.max_new_tokens,
+        "gen_seed": cfg.gen_seed,
+    }
     return build_preferences(out / "candidates_annotated.jsonl", tasks, out, rule, settings, cfg.seed, cfg.rewards)
 
 
@@ -116,8 +138,10 @@ def train(cfg: Config) -> Path:
     label = f"RPO (DPO + NLL, {weights['sigmoid']:g}:{weights['sft']:g})" if rpo and "sigmoid" in weights else "DPO"
     if set(cfg.loss_type) - {"sigmoid", "sft"}:
         label = "DPO (" + ", ".join(cfg.loss_type) + ")"
-    atomic_write_json(out / "config.json", {"stage": cfg.stage, "algorithm": "rpo" if rpo else "dpo", "label": label,
-                                            **config_to_dict(cfg)})  # fmt: skip
+    atomic_write_json(
+        out / "config.json",
+        {"stage": cfg.stage, "algorithm": "rpo" if rpo else "dpo", "label": label, **config_to_dict(cfg)},
+    )
     manifest = prepare(cfg)
     pairs = read_jsonl(out / "pairs.jsonl")
     if not pairs:

@@ -27,8 +27,13 @@ from codelib.trainers.common import TrainEvalConfig
 
 LOSS_TYPES = ("grpo", "dapo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo")  # TRL 1.16's GRPOConfig.loss_type
 OWN_LOSS_TYPES = ("grpo", "dapo", "dr_grpo", "bnpo", "cispo")  # what the own engine runs
-AGGREGATION = {"grpo": "seq-mean-token-mean", "dapo": "token-mean", "bnpo": "token-mean", "cispo": "token-mean",
-               "dr_grpo": "seq-mean-token-sum-norm"}  # fmt: skip
+AGGREGATION = {
+    "grpo": "seq-mean-token-mean",
+    "dapo": "token-mean",
+    "bnpo": "token-mean",
+    "cispo": "token-mean",
+    "dr_grpo": "seq-mean-token-sum-norm",
+}
 ADVANTAGE = {"group": "grpo", "none": "dr_grpo", "batch": "grpo_batch_std"}  # scale_rewards -> estimator
 
 
@@ -72,7 +77,9 @@ class Config(TrainEvalConfig):
         if self.loss_type not in LOSS_TYPES:
             raise ValueError(f"unknown loss_type {self.loss_type!r}; TRL 1.16 has {', '.join(LOSS_TYPES)}")
         if self.importance_sampling_level not in ("token", "sequence"):
-            raise ValueError(f"importance_sampling_level must be token or sequence (GSPO), not {self.importance_sampling_level!r}")  # fmt: skip
+            raise ValueError(
+                f"importance_sampling_level must be token or sequence (GSPO), not {self.importance_sampling_level!r}"
+            )
         if self.loss_type == "luspo" and self.importance_sampling_level != "sequence":
             raise ValueError("loss_type: luspo needs importance_sampling_level: sequence")
         if self.scale_rewards not in ADVANTAGE:
@@ -88,28 +95,38 @@ class Config(TrainEvalConfig):
         if not 0 < self.vllm_gpu_memory_utilization < 1:
             raise ValueError(f"vllm_gpu_memory_utilization must be in (0, 1), got {self.vllm_gpu_memory_utilization}")
         if self.use_vllm and self.load_in_4bit:  # (#32)
-            raise ValueError("use_vllm with load_in_4bit: TRL copies the trained weights into vLLM, whose copy of the "
-                             "base is bf16, not bitsandbytes' 4-bit tensors. Set load_in_4bit: false (1.3B and 7B LoRA "
-                             "fit one 80 GB GPU in bf16; docs/gpu.md) or use_vllm: false")  # fmt: skip
+            raise ValueError(
+                "use_vllm with load_in_4bit: TRL copies the trained weights into vLLM, whose copy of the "
+                "base is bf16, not bitsandbytes' 4-bit tensors. Set load_in_4bit: false (1.3B and 7B LoRA "
+                "fit one 80 GB GPU in bf16; docs/gpu.md) or use_vllm: false"
+            )
         if self.loss_type == "cispo":
             self.clip_eps_high = self.clip_eps_high or 5.0  # TRL would cap at epsilon (0.2): both backends get 5.0
             if self.clip_eps_high <= 1:
-                raise ValueError(f"loss_type cispo: clip_eps_high is the cap on the importance weight itself (e.g. "
-                                 f"5.0), so it must be > 1; you gave {self.clip_eps_high}")  # fmt: skip
+                raise ValueError(
+                    f"loss_type cispo: clip_eps_high is the cap on the importance weight itself (e.g. "
+                    f"5.0), so it must be > 1; you gave {self.clip_eps_high}"
+                )
         if self.backend == "own":
             if self.loss_type == "cispo" and self.importance_sampling_level == "sequence":
-                raise ValueError("loss_type cispo with importance_sampling_level sequence runs on TRL only: set "
-                                 "backend: trl, or importance_sampling_level: token")  # fmt: skip
+                raise ValueError(
+                    "loss_type cispo with importance_sampling_level sequence runs on TRL only: set "
+                    "backend: trl, or importance_sampling_level: token"
+                )
             if self.loss_type not in OWN_LOSS_TYPES:
-                raise ValueError(f"loss_type {self.loss_type} runs on TRL only: set backend: trl (or use one of "
-                                 f"{', '.join(OWN_LOSS_TYPES)})")  # fmt: skip
+                raise ValueError(
+                    f"loss_type {self.loss_type} runs on TRL only: set backend: trl (or use one of "
+                    f"{', '.join(OWN_LOSS_TYPES)})"
+                )
             if self.use_vllm:
                 raise ValueError("use_vllm samples through TRL's vLLM integration: set backend: trl")
             engine_config(self)  # every engine check (KL placement, top_p, ...) fails here, naming the key
         else:
             if self.dynamic_sampling or self.kl_estimator != "k3" or self.kl_placement != "loss" or self.entropy_coef:
-                raise ValueError("dynamic_sampling, kl_estimator, kl_placement and entropy_coef are own-engine options:"
-                                 " set backend: own, or leave them at their defaults for TRL")  # fmt: skip
+                raise ValueError(
+                    "dynamic_sampling, kl_estimator, kl_placement and entropy_coef are own-engine options:"
+                    " set backend: own, or leave them at their defaults for TRL"
+                )
             if self.mask_truncated_completions:
                 raise ValueError(
                     "backend: trl with mask_truncated_completions would also mask every completion cut at a stop "

@@ -166,10 +166,19 @@ class Olds:
         in_reward = use_kl and cfg.kl_placement == "reward"
         if in_reward and not cfg.advantage.startswith("reinforce_pp"):
             rewards = rewards - cfg.kl_coef * (token_kl * mask).sum(-1)  # the sequence's KL estimate, in its reward
-        x = AdvantageInput(rewards=rewards, group_size=cfg.samples_per_task, mask=mask, eps=cfg.adv_eps,
-                           batch_rewards=run.gather(rewards.cpu()).to(rewards.device), baseline=baseline,
-                           kl=token_kl if in_reward else None, kl_coef=cfg.kl_coef if in_reward else 0.0,
-                           values=values_old, gamma=cfg.gamma, lam=cfg.lam)  # fmt: skip
+        x = AdvantageInput(
+            rewards=rewards,
+            group_size=cfg.samples_per_task,
+            mask=mask,
+            eps=cfg.adv_eps,
+            batch_rewards=run.gather(rewards.cpu()).to(rewards.device),
+            baseline=baseline,
+            kl=token_kl if in_reward else None,
+            kl_coef=cfg.kl_coef if in_reward else 0.0,
+            values=values_old,
+            gamma=cfg.gamma,
+            lam=cfg.lam,
+        )
         if cfg.advantage.startswith("reinforce_pp"):
             group = cfg.samples_per_task if cfg.advantage.endswith("baseline") else 0
             kl = token_kl if token_kl is not None and in_reward else torch.zeros_like(logp_old)
@@ -224,8 +233,9 @@ def train(cfg: Config, label: str | None = None, record: dict | None = None) -> 
         if not first_pass:
             run.model.eval()
             with torch.no_grad():
-                res = token_logprobs(run.model, batch, with_hidden=use_values, shared=cfg.shared_prefix,
-                                     temperature=temp)  # fmt: skip
+                res = token_logprobs(
+                    run.model, batch, with_hidden=use_values, shared=cfg.shared_prefix, temperature=temp
+                )
                 logp_old, ex = res if use_values else (res, {})
                 values_old = run.heads["value_head"](ex["hidden"].float()).squeeze(-1) if use_values else None
             old = Olds(cfg, run, batch, rewards, logp_old, values_old, ref_logp, mov)
@@ -236,8 +246,14 @@ def train(cfg: Config, label: str | None = None, record: dict | None = None) -> 
             for i in range(0, n, mb):
                 idx = order[i : i + mb].to(device)
                 sub = Batch(batch.input_ids[idx], batch.attention_mask[idx], mask[idx])
-                logp, ex = token_logprobs(run.model, sub, with_entropy=True, with_hidden=use_values,
-                                          shared=cfg.shared_prefix, temperature=temp)  # fmt: skip
+                logp, ex = token_logprobs(
+                    run.model,
+                    sub,
+                    with_entropy=True,
+                    with_hidden=use_values,
+                    shared=cfg.shared_prefix,
+                    temperature=temp,
+                )
                 values = None
                 if use_values:
                     hidden = ex["hidden"].float()
@@ -248,8 +264,16 @@ def train(cfg: Config, label: str | None = None, record: dict | None = None) -> 
                     values_old = torch.empty_like(values).index_copy_(0, idx, values.detach()) if use_values else None
                     old = Olds(cfg, run, batch, rewards, logp_old, values_old, ref_logp, mov)
                 m = sub.completion_mask
-                per_token, ratio_stats = policy_loss(cfg.policy_loss, logp, old.logp_old[idx], old.advantages[idx], m,
-                                                     eps_low=cfg.clip_eps, eps_high=eps_high, dual_clip=cfg.dual_clip)  # fmt: skip
+                per_token, ratio_stats = policy_loss(
+                    cfg.policy_loss,
+                    logp,
+                    old.logp_old[idx],
+                    old.advantages[idx],
+                    m,
+                    eps_low=cfg.clip_eps,
+                    eps_high=eps_high,
+                    dual_clip=cfg.dual_clip,
+                )
                 if cfg.kl_coef > 0 and cfg.kl_placement == "loss":
                     per_token = per_token + cfg.kl_coef * kl_estimate(logp, old.ref_logp[idx], cfg.kl_estimator)
                 loss = aggregate(cfg.loss_agg, per_token, m, cfg.max_new_tokens)
@@ -261,8 +285,12 @@ def train(cfg: Config, label: str | None = None, record: dict | None = None) -> 
                     loss = loss + cfg.value_coef * v_loss
                     stats.setdefault("value_loss", []).append(float(v_loss.detach()))
                 grad_norm = run.update(loss, step)
-                for k, v in {"loss": float(loss.detach()), "entropy": float(entropy.detach()),
-                             "grad_norm": float(grad_norm), **ratio_stats}.items():  # fmt: skip
+                for k, v in {
+                    "loss": float(loss.detach()),
+                    "entropy": float(entropy.detach()),
+                    "grad_norm": float(grad_norm),
+                    **ratio_stats,
+                }.items():
                     stats.setdefault(k, []).append(v)
         if cfg.baseline == "moving_average":
             baseline = moving_average(baseline, run.gather(ro.rewards), cfg.baseline_decay)
