@@ -133,11 +133,18 @@ def pool_memory(workers: int = 16) -> tuple[float, float]:
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--timeout", type=float, default=3.0)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap = argparse.ArgumentParser(prog="python -m bench.sandbox", description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--workers", type=int, default=2, help="sandbox workers, and the baselines' processes (default: 2)"
+    )
+    ap.add_argument("--timeout", type=float, default=3.0, help="seconds per program (default: 3)")
+    ap.add_argument("--repeats", type=int, default=3, help="timed passes over the programs (default: 3)")
     args = ap.parse_args(argv)
+    for name in ("workers", "repeats"):
+        if getattr(args, name) < 1:
+            ap.error(f"argument --{name}: {getattr(args, name)} is not a whole number of at least 1")
+    if not args.timeout > 0:
+        ap.error(f"argument --timeout: {args.timeout:g} s is not a positive number of seconds")
 
     problems = read_problems()
     n = len(problems)

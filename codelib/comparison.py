@@ -253,15 +253,33 @@ def main(argv: list[str] | None = None) -> None:
     """`python -m codelib.comparison EVAL_PARAMS.yaml`: evaluate the checkpoints of an eval params file (their results
     table under reports/<profile>/<file stem>/, so the profile's own results.md is left alone), then write the
     comparison of every evaluated checkpoint, reports/<profile>/comparison.md."""
-    argv = sys.argv[1:] if argv is None else argv
-    from codelib.params import load_yaml
+    import subprocess
 
-    spec = load_yaml(Path(argv[0])) if argv and argv[0].endswith(".yaml") else {}
-    if "runs" in spec:  # a comparison spec: train what has no current run, then evaluate its eval params file
-        train_missing(Path(argv[0]))
-        argv = [str((Path(argv[0]).parent / spec["eval"]).resolve()), *argv[1:]]
-    cfg = main_config(evaluator.EvalConfig, argv)
-    evaluator.evaluate(cfg, reports=reports_root() / cfg.profile / Path(argv[0]).stem)
+    from codelib.params import USER_ERRORS, ParamsError, fail, load_yaml
+
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in ("-h", "--help"):
+        print(
+            "python -m codelib.comparison FILE.yaml: FILE is a comparison spec (runs: name -> params file, eval: an\n"
+            "eval params file; params/<profile>/comparison.yaml), whose runs without a current checkpoint are trained\n"
+            "first, or an eval params file. The checkpoints are evaluated, then reports/<profile>/comparison.md is\n"
+            "written. key=value overrides apply to the evaluation.\n"
+        )
+        main_config(evaluator.EvalConfig, argv, command="python -m codelib.comparison")
+    debug = "--debug" in argv
+    try:
+        spec = load_yaml(Path(argv[0])) if argv and argv[0].endswith(".yaml") else {}
+        if "runs" in spec and "eval" not in spec:
+            raise ParamsError(f"{argv[0]}: a comparison spec names its eval params file (eval: 06_eval.yaml)")
+        if "runs" in spec:  # a comparison spec: train what has no current run, then evaluate its eval params file
+            train_missing(Path(argv[0]))
+            argv = [str((Path(argv[0]).parent / spec["eval"]).resolve()), *argv[1:]]
+        cfg = main_config(evaluator.EvalConfig, argv, command="python -m codelib.comparison")
+        evaluator.evaluate(cfg, reports=reports_root() / cfg.profile / Path(argv[0]).stem)
+    except (*USER_ERRORS, ValueError) as e:
+        fail(e, debug)
+    except subprocess.CalledProcessError as e:  # a training run failed: its own message is above
+        fail(RuntimeError(f"{' '.join(map(str, e.cmd[1:]))} failed (exit status {e.returncode}), see above"), debug)
     df = write_comparison(cfg.profile, baseline=cfg.baseline or "sft")
     print(df.to_string(index=False))
 

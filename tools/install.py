@@ -10,11 +10,12 @@ indexes, find-links, constraints and certificate that pip is configured with (`p
 PIP_* environment variables) are handed to uv as its own options: both see the same packages.
 
     python tools/install.py            # uv, falling back to pip
-    CODELIB_INSTALLER=pip python tools/install.py
+    python tools/install.py --installer pip     # pip only (or CODELIB_INSTALLER=pip)
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import shlex
 import subprocess
@@ -78,11 +79,26 @@ def with_pip() -> bool:
     return run([*pip, "--upgrade", "pip"]) and run([*pip, *REQUIREMENTS]) and run([*pip, "--no-deps", "-e", str(ROOT)])
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python tools/install.py",
+        description=__doc__.split("\n\n")[0],
+        epilog="make setup runs it with .venv/bin/python; it installs into the virtual environment of that Python.",
+    )
+    ap.add_argument(
+        "--installer",
+        choices=("uv", "pip"),
+        default=os.environ.get("CODELIB_INSTALLER") or "uv",
+        help="uv (falling back to pip when it fails) or pip only; default: $CODELIB_INSTALLER, else uv",
+    )
+    args = ap.parse_args(argv or [])  # called from code (tests): no arguments
     if sys.prefix == sys.base_prefix:
-        print("tools/install.py installs into a virtual environment: run it with .venv/bin/python (make setup)")
+        print(
+            "error: tools/install.py installs into a virtual environment: run it with .venv/bin/python (make setup)",
+            file=sys.stderr,
+        )
         return 2
-    if os.environ.get("CODELIB_INSTALLER", "uv") != "pip":
+    if args.installer != "pip":
         if with_uv():
             return 0
         print("uv could not install the requirements; installing with pip instead", flush=True)
@@ -90,4 +106,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -1,4 +1,4 @@
-"""Which judge each bundled dataset's tasks get: `python tools/judge_counts.py` (the README's table).
+"""Which judge each bundled dataset's tasks get: `python tools/judge_counts.py` (a Markdown table on stdout).
 
 "outside": the tests run in the judge process and call the program through a proxy (plain data only);
 "inside": the task's tests need something only the program's process has (a class it defines, a function passed
@@ -7,18 +7,23 @@ in, a non-plain result), so they run in the program's process, as in the human-e
 
 from __future__ import annotations
 
+import argparse
 import collections
+import sys
+from pathlib import Path
 
-from codelib.sandbox import task_job
-from codelib.sandbox.jobs import judge_plan
-from codelib.tasks import load_tasks
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 DATASETS = ("humaneval", "humaneval_plus", "mbpp", "mbpp_plus", "synthetic", "codecontests")
 
 
-def counts() -> dict:
+def counts(datasets=DATASETS) -> dict:
+    from codelib.sandbox import task_job
+    from codelib.sandbox.jobs import judge_plan
+    from codelib.tasks import load_tasks
+
     out = {}
-    for name in DATASETS:
+    for name in datasets:
         tasks = load_tasks(name, "all")
         judge, why = collections.Counter(), {}
         for t in tasks:
@@ -31,9 +36,24 @@ def counts() -> dict:
     return out
 
 
-if __name__ == "__main__":
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python tools/judge_counts.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--datasets",
+        nargs="+",
+        choices=DATASETS,
+        default=list(DATASETS),
+        metavar="NAME",
+        help=f"bundled datasets to count (default: all of {', '.join(DATASETS)})",
+    )
+    args = ap.parse_args(argv)
     print("| dataset | tasks | judged outside | inside (why) |")
     print("|---|---|---|---|")
-    for name, c in counts().items():
+    for name, c in counts(args.datasets).items():
         why = "; ".join(f"{k}: {v}" for k, v in c["why"].items()) or "-"
         print(f"| {name} | {c['tasks']} | {c['outside']} | {c['inside']} ({why}) |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
