@@ -120,18 +120,21 @@ def run_study(
     log=print,
     split: str = "",
     jobs: int = 0,
+    only: Sequence[str] = (),
 ) -> list[tuple[str, str, float]]:
     """Run every unfinished run of the study, evaluate every run, summarise; (run, "ran" | "skipped", s) rows.
 
     `force` names runs (or arms) to train again even if finished. `execute(stage, params, notebook, out_nb)`
     runs one notebook (papermill; tests replace it). `split` evaluates and summarises on that split of the eval's
     dataset instead of its own, into their own directories (training is the same: finished runs are reused).
-    `jobs` runs that many trainings at once (0: the study file's `jobs`, default 1).
+    `jobs` runs that many trainings at once (0: the study file's `jobs`, default 1). `only` names runs or arms:
+    train just those now, in that order (the others are left as they are); the evaluation and the summary cover every finished run.
     """
     study = load_study(path, split)
-    unknown = sorted(set(force) - {r.name for r in study.runs} - set(study.arms))
-    if unknown:
-        raise StudyError(f"--force {unknown[0]!r} is neither a run nor an arm of {study.name}; arms: {', '.join(study.arms)}")  # fmt: skip
+    for flag, names in (("--force", force), ("--only", only)):
+        unknown = sorted(set(names) - {r.name for r in study.runs} - set(study.arms))
+        if unknown:
+            raise StudyError(f"{flag} {unknown[0]!r} is neither a run nor an arm of {study.name}; arms: {', '.join(study.arms)}")  # fmt: skip
     _check_starts(study)
     os.environ["CODELIB_HEADLESS"] = "1"
     stamps = study.checkpoints / ".stamps"
@@ -146,6 +149,8 @@ def run_study(
         stamp = json.loads(stamp_path.read_text()) if stamp_path.exists() else {}
         tag = f"[{study.name} {i + 1}/{len(study.runs)}] {run.name}"
         forced = run.name in force or run.arm in force
+        if only and run.name not in only and run.arm not in only:
+            continue
         if stamp.get("key") == key["key"] and stamp.get("status") == "finished" and not forced:
             if out_nb.exists() and rdir.exists():
                 log(f"{tag}: finished, skipped")
@@ -174,6 +179,8 @@ def run_study(
         log(f"{tag}: done in {dt:.0f} s")
         return run.name, "ran", dt
 
+    if only:  # in the order they are named (then the study's order)
+        todo.sort(key=lambda item: min(i for i, n in enumerate(only) if n in (item[1].name, item[1].arm)))
     jobs = max(1, jobs or study.jobs)
     if jobs == 1 or len(todo) < 2:
         rows += [train(item) for item in todo]
@@ -190,7 +197,7 @@ def run_study(
             raise errors[0]
         rows += [f.result() for f in futures]
     if evaluate:
-        evaluate_study(study)
+        evaluate_study(study, log=log)
     if summarise:
         nb = root / "notebooks" / "08_study.ipynb"
         out = study.summary_dir / "08_study.ipynb"
@@ -199,11 +206,24 @@ def run_study(
     return rows
 
 
-def evaluate_study(study: Study) -> dict[str, dict]:
-    """Every run and reference on the same held-out tasks (up-to-date evaluations are reused)."""
-    cfg = study.eval_config()
+def evaluate_study(study: Study, log=print) -> dict[str, dict]:
+    """Every finished run and every reference on the same held-out tasks (up-to-date evaluations are reused); a
+    run not trained yet (`--only` left it, or it was stopped) is named and left out."""
+    unfinished = [r.name for r in study.runs if not finished(study, r)]
+    if unfinished:
+        log(f"[{study.name}] not trained yet, left out of the evaluation: {', '.join(unfinished)}")
+    cfg = study.eval_config(skip=unfinished)
     evaluator.evaluate(cfg, out_root=study.eval_dir, reports=study.summary_dir)
     return load_summaries(study)
+
+
+def finished(study: Study, run: Run) -> bool:
+    """The run's stamp says finished and its run directory exists (its params and code are not re-checked here)."""
+    stamp = study.checkpoints / ".stamps" / f"{run.name}.json"
+    try:
+        return json.loads(stamp.read_text()).get("status") == "finished" and study.run_dir(run).exists()
+    except (OSError, ValueError):
+        return False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -215,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--force", nargs="+", default=[], help="train these runs or arms again even if finished")
     ap.add_argument("--split", default="", help="evaluate and summarise on this split instead of the eval's own "
                     "(e.g. fresh): reports/<profile>/studies/<name>/<split>/")  # fmt: skip
+    ap.add_argument("--only", nargs="+", default=[], help="train only these runs or arms now, in this order (the "
+                    "evaluation and summary cover every finished run)")  # fmt: skip
     ap.add_argument("--jobs", type=int, default=0, help="train this many runs at once (default: the study file's "
                     "jobs, else 1); on 2 cores, 2 with threads: 1 in every arm")  # fmt: skip
     args = ap.parse_args(argv)
@@ -226,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{len(study.runs)} runs ({len(study.arms)} arms x {len(study.seeds)} seeds); file is valid")
             return 0
         t0 = time.time()
-        rows = run_study(args.study, force=args.force, split=args.split, jobs=args.jobs)
+        rows = run_study(args.study, force=args.force, split=args.split, jobs=args.jobs, only=args.only)
         ran = sum(1 for _, st, _ in rows if st == "ran")
         print(f"{ran} run(s) trained, {len(rows) - ran} skipped, {time.time() - t0:.0f} s in all")
         return 0

@@ -91,10 +91,16 @@ class Study:
     def run_dir(self, run: Run) -> Path:
         return self.checkpoints / run.name
 
-    def eval_config(self):
-        """The EvalConfig that scores every run and reference on the same tasks."""
+    def eval_config(self, skip=()):
+        """The EvalConfig that scores every run (but those named in `skip`) and reference on the same tasks."""
         ckpts = dict(self.references)
-        ckpts.update({r.name: f"checkpoints/{self.profile}/studies/{self.name}/{r.name}" for r in self.runs})
+        ckpts.update(
+            {
+                r.name: f"checkpoints/{self.profile}/studies/{self.name}/{r.name}"
+                for r in self.runs
+                if r.name not in skip
+            }
+        )
         values = {**self.eval_values, "profile": self.profile, "checkpoints": ckpts, "baseline": ""}
         if self.split:
             values["split"] = self.split

@@ -301,6 +301,24 @@ def test_jobs_train_runs_at_once_and_a_failed_run_stops_no_other(tmp_path, monke
         study.load_study(write_study(tmp_path, {**data, "jobs": 0}))
 
 
+def test_only_trains_the_named_arms_and_the_evaluation_leaves_out_unfinished_runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "checkpoints"))
+    monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "reports"))
+    data = {**GOOD, "references": {}, "baseline": "", "arms": {"a": {"stage": "02_reinforce", "params": {"init": "tiny"}},
+                             "b": {"stage": "03_ppo", "params": {"init": "tiny"}}}}  # fmt: skip
+    path = write_study(tmp_path, data)
+    calls: list[str] = []
+    evaluated: list[list[str]] = []
+    monkeypatch.setattr(study.evaluator, "evaluate", lambda cfg, **kw: evaluated.append(sorted(cfg.checkpoints)))
+    said: list[str] = []
+    study.run_study(path, execute=recorder(calls), summarise=False, log=said.append, only=["b-seed1", "a"])
+    assert calls == ["b-seed1", "a-seed0", "a-seed1"]  # in the order named
+    assert evaluated == [["a-seed0", "a-seed1", "b-seed1"]]  # b-seed0 is not trained: named, not evaluated
+    assert any("not trained yet, left out of the evaluation: b-seed0" in line for line in said)
+    with pytest.raises(study.StudyError, match="--only 'c' is neither a run nor an arm"):
+        study.run_study(path, execute=recorder(calls), only=["c"])
+
+
 def test_missing_start_checkpoint_is_named_before_anything_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "checkpoints"))
     calls: list[str] = []
