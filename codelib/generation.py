@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 from transformers.generation.logits_process import TopPLogitsWarper
 
+from codelib.lora import merged_lora
 from codelib.progress import bar as tqdm  # a widget in JupyterLab, a line per interval headless
 from codelib.vllm_backend import VLLM_LORA_MODULES, VLLM_MISSING, _lora_rank_slot, load_vllm, sample_vllm, vllm_plan
 
@@ -33,7 +34,6 @@ __all__ = [
     "find_stop",
     "generate",
     "load_vllm",
-    "merged_lora",
     "stops_for",
     "trim",
     "vllm_plan",
@@ -275,95 +275,6 @@ def _forward(model, **kw):
 
 
 _KEEP_LOGITS = True
-
-
-def plain_lora(m) -> bool:
-    """A peft LoRA layer whose output is base(x) + s B(A(dropout(x))) and nothing else: one active, enabled adapter on
-    an nn.Linear, not merged, no DoRA or other variant (aLoRA), no LoRA bias. The layers `merged_lora` and
-    `logprobs.folded_lora` fold into one linear."""
-    names = list(m.active_adapters)
-    return (
-        len(names) == 1
-        and type(m.base_layer) is torch.nn.Linear
-        and not m.merged
-        and not m.disable_adapters
-        and not m.use_dora.get(names[0], False)
-        and names[0] not in getattr(m, "lora_variant", {})
-        and not getattr(m, "lora_bias", {}).get(names[0], False)
-    )
-
-
-def module_slots(model, names: list[str]) -> dict:
-    """name -> (parent module, attribute) of each named submodule, found before any is swapped out (a module inside
-    another swapped one's subtree keeps its parent object)."""
-    return {n: (model.get_submodule(n.rpartition(".")[0]), n.rpartition(".")[2]) for n in names}
-
-
-@contextlib.contextmanager
-def merged_lora(model):
-    """For the block, a peft LoRA model runs as its base with W + scale * B @ A in place of each adapted W.
-
-    Each adapted layer then costs one matmul instead of three plus the elementwise sum (on the tiny profile: prefill
-    ~40% faster, a decode step ~20%), and each LoRA (and modules_to_save) wrapper is taken out of the module tree
-    for the block, so the model runs plain modules. The logits equal the adapter's up to float rounding (~1e-6).
-    The original weight tensors and modules are put back afterwards (the very objects, so training and the
-    optimizer never see a change).
-    A model that is not plain LoRA on nn.Linear layers (`plain_lora`: DoRA, LoRA bias, 4-bit, several adapters, a
-    disabled adapter) runs as it is, and so does one whose base weights are not fp32 (bf16 on a GPU): W + s B A
-    rounded to bf16 (8 significant bits) drops updates below W's spacing (61% of ~1e-4 changes on the 1.3B), so the
-    sampler would run another policy than the one trained; unfolded, it runs the trained forward exactly.
-    """
-    try:
-        from peft import PeftModel
-        from peft.tuners.lora import LoraLayer
-        from peft.utils import ModulesToSaveWrapper
-    except ImportError:  # pragma: no cover - peft is a dependency
-        yield
-        return
-    named = (
-        [(n, m) for n, m in model.named_modules() if isinstance(m, (LoraLayer, ModulesToSaveWrapper))]
-        if isinstance(model, PeftModel)
-        else []
-    )
-    lora = [m for _, m in named if isinstance(m, LoraLayer)]
-
-    fp32 = all(getattr(getattr(m.base_layer, "weight", None), "dtype", None) == torch.float32 for m in lora)
-    if not lora or not fp32 or not all(plain_lora(m) for m in lora):
-        yield
-        return
-    parents = module_slots(model, [name for name, _ in named])
-    swaps = []  # (module, attribute, original): parameters, then the wrapper modules themselves
-    try:
-        with torch.no_grad():
-            for name, m in named:
-                if isinstance(m, LoraLayer):
-                    adapter = m.active_adapters[0]
-                    if adapter in m.lora_A:
-                        w = m.base_layer.weight
-                        swaps.append((m.base_layer, "weight", w))
-                        delta = m.get_delta_weight(adapter).to(w.dtype)
-                        m.base_layer.weight = torch.nn.Parameter(w + delta, requires_grad=False)
-                    inner = m.base_layer
-                else:  # fully trained copies (modules_to_save): the original module runs with the trained parameters
-                    adapters = m.active_adapters
-                    inner = m.original_module
-                    if len(adapters) == 1 and adapters[0] in m.modules_to_save:
-                        trained = m.modules_to_save[adapters[0]]
-                        for sub_name, sub in trained.named_modules():
-                            target = m.original_module.get_submodule(sub_name)
-                            for p_name, p in sub.named_parameters(recurse=False):
-                                swaps.append((target, p_name, getattr(target, p_name)))
-                                setattr(target, p_name, p)
-                # the wrapper leaves the module tree for the block: the model runs plain modules (a disabled LoRA
-                # layer calls its base layer and nothing else, so the numbers are the same, without the wrapper's
-                # per-call checks on every layer of every decode step)
-                parent, attr = parents[name]
-                swaps.append((parent, attr, m))
-                setattr(parent, attr, inner)
-        yield
-    finally:
-        for module, attr, original in reversed(swaps):
-            setattr(module, attr, original)
 
 
 def _prefill(model, seqs, pad, device, chunk: int = PREFILL_CHUNK):

@@ -10,14 +10,12 @@ padded forward's up to float rounding (~1e-6: other matmul shapes); `packed=Fals
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from transformers import DynamicCache
 
-from codelib.generation import module_slots, plain_lora
+from codelib.lora import folded_lora
 
 
 @dataclass
@@ -199,61 +197,6 @@ def _place(x: torch.Tensor, valid: torch.Tensor, target: torch.Tensor, width: in
     out = x.new_zeros(n, width + L, *extra)  # room past width: a padded j never lands on a real target
     where = target.reshape(n, L, *([1] * len(extra))).expand(n, L, *extra)
     return out.scatter_add(1, where, x * v)[:, :width]
-
-
-class _FoldedLinear(torch.nn.Module):
-    """A plain LoRA layer as one linear, differentiable in its A and B: y = x (W + s B A)^T + b."""
-
-    def __init__(self, layer, adapter: str):
-        super().__init__()
-        self.base, self.A, self.B = layer.base_layer, layer.lora_A[adapter], layer.lora_B[adapter]
-        self.scale = float(layer.scaling[adapter])
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        w = torch.addmm(self.base.weight, self.B.weight, self.A.weight, alpha=self.scale)  # [out, in]
-        return F.linear(x, w, self.base.bias)
-
-
-@contextlib.contextmanager
-def folded_lora(model, enabled: bool = True):
-    """For the block, each plain LoRA layer of a peft model runs as `_FoldedLinear` (speed, issue 14).
-
-    peft runs x W^T + s (x A^T) B^T: three matmuls a layer and an add. Folded, the forward is one matmul of W's size
-    (plus the small B A), the backward the same count of multiply-adds, in fewer, larger matmuls: a tiny-profile
-    RLOO update (forward + backward) ~5% faster (1.01-1.15x over 6 rounds). Gradients equal peft's up to float rounding (~1e-6 relative).
-    Every layer is folded or none: a layer with dropout in training, a disabled or merged adapter, several adapters,
-    a LoRA variant (DoRA, aLoRA), a LoRA bias, a non-Linear base (4-bit), fan_in_fan_out or mixed dtypes keeps the
-    model as it is, and so does `enabled=False`."""
-    try:
-        from peft.tuners.lora import LoraLayer
-    except ImportError:  # pragma: no cover - peft is a dependency
-        yield
-        return
-    named = [(n, m) for n, m in model.named_modules() if isinstance(m, LoraLayer)]
-
-    def foldable(m) -> bool:  # beyond sampling's fold: the adapter's weights here, no live dropout, one dtype
-        a = m.active_adapters[0]
-        if a not in m.lora_A or getattr(m, "fan_in_fan_out", False):
-            return False
-        dropout = m.lora_dropout[a]
-        return (
-            isinstance(dropout, torch.nn.Identity) or not dropout.training or dropout.p == 0
-        ) and m.base_layer.weight.dtype == m.lora_A[a].weight.dtype == m.lora_B[a].weight.dtype
-
-    if not enabled or not named or not all(plain_lora(m) and foldable(m) for _, m in named):
-        yield
-        return
-    parents = module_slots(model, [n for n, _ in named])
-    swapped = []
-    try:
-        for n, m in named:
-            parent, attr = parents[n]
-            setattr(parent, attr, _FoldedLinear(m, m.active_adapters[0]))
-            swapped.append((parent, attr, m))
-        yield
-    finally:
-        for parent, attr, m in reversed(swapped):
-            setattr(parent, attr, m)
 
 
 def shared_prefix_logprobs(

@@ -7,7 +7,7 @@ input file and comparing its output.
 
 The benchmark files ship inside the package (`codelib/data/`, with their licences in its README);
 `source="hub"` loads the same datasets through `datasets.load_dataset` instead. TACO-verified, the full
-CodeContests and LiveCodeBench exist only on the hub (their adapters: `codelib.hub_tasks`).
+CodeContests and LiveCodeBench exist only on the hub (their adapters: `codelib.hub_tasks`, `codelib.livecodebench`).
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 import random
 
-from codelib import hub_tasks, synthetic
+from codelib import hub_tasks, livecodebench, synthetic, task_rows
 from codelib import task as base
-from codelib.hub_tasks import LCB_REPO, codecontests_task, decode_lcb_tests, livecodebench_task, taco_task
+from codelib.hub_tasks import codecontests_task, taco_task
+from codelib.livecodebench import LCB_REPO, decode_lcb_tests, livecodebench_task
 from codelib.task import (
     DATA_DIR,
     STDIO_INSTRUCTION,
@@ -106,7 +107,7 @@ HUB_PLUS_HINT = "load the bundled copy instead (source='bundled', EvalPlus's rel
 
 
 def _plus_hub(dataset: str, repo: str, split: str, strict: bool) -> list[Task]:
-    rows = hub_tasks.Rows(dataset, strict)
+    rows = task_rows.Rows(dataset, strict)
     build = _humaneval_plus_row if dataset == "humaneval_plus" else _mbpp_plus_row
     for index, r in enumerate(base.hub_records(repo, split="test")):
         rid = str(r.get("task_id", index)) if isinstance(r, dict) else str(index)
@@ -330,7 +331,7 @@ _LOADERS = {
     "codecontests": _codecontests,
     "synthetic": _synthetic,
     "taco": hub_tasks.load_taco,
-    "livecodebench": hub_tasks.load_livecodebench,
+    "livecodebench": livecodebench.load_livecodebench,
 }
 # dataset parameters beyond the split
 _OPTIONS = {"livecodebench": ("release_version", "start_date", "end_date", "exclude_errata"), "taco": ("path",)}

@@ -230,7 +230,7 @@ def test_livecodebench_window_is_applied_before_a_record_is_decoded(monkeypatch)
 
 def test_livecodebench_errata_can_be_left_out(monkeypatch):
     from codelib import task as tasks_module
-    from codelib.hub_tasks import LCB_ERRATA
+    from codelib.livecodebench import LCB_ERRATA
 
     atcoder, leetcode = _records("lcb_test.jsonl")
     erratum = atcoder | {"question_id": "abc350_c"}  # erroneous tests (LiveCodeBench's ERRATA.md)

@@ -235,7 +235,7 @@ def test_sampling_never_folds_lora_into_bf16_weights(small_model):
     peft's own forward, the trained one, exactly."""
     from peft.tuners.lora import LoraLayer
 
-    from codelib.generation import merged_lora
+    from codelib.lora import merged_lora
 
     torch.manual_seed(0)
     base, _ = models.load_policy(small_model, dtype="bfloat16")

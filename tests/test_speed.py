@@ -4,7 +4,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from codelib import generation, logprobs
+from codelib import generation, logprobs, lora
 from codelib.logprobs import make_batch, pack, shared_prefix_logprobs, token_logprobs
 
 
@@ -150,11 +150,11 @@ def test_sampling_from_a_lora_policy_folds_the_adapter_in_and_puts_the_weights_b
     ids = torch.tensor([[1, 2, 3, 4, 5]])
     with torch.no_grad():
         want = policy(input_ids=ids).logits
-        with generation.merged_lora(policy):
+        with lora.merged_lora(policy):
             got = policy(input_ids=ids).logits
         with policy.disable_adapter():
             base = policy(input_ids=ids).logits
-            with generation.merged_lora(policy):  # sampling the start policy: a disabled adapter is not folded in
+            with lora.merged_lora(policy):  # sampling the start policy: a disabled adapter is not folded in
                 got_base = policy(input_ids=ids).logits
     assert torch.allclose(want, got, atol=1e-5) and not torch.allclose(want, base, atol=1e-3)
     assert torch.equal(got_base, base)
@@ -187,8 +187,8 @@ def test_folded_lora_gives_peft_log_probs_and_gradients_and_puts_the_layers_back
     batch = make_batch([distinct[r] for r in rows], comps, pad_id=0)
     mask = batch.completion_mask
     folds = []
-    real = logprobs._FoldedLinear.forward
-    monkeypatch.setattr(logprobs._FoldedLinear, "forward", lambda self, x: folds.append(1) or real(self, x))
+    real = lora._FoldedLinear.forward
+    monkeypatch.setattr(lora._FoldedLinear, "forward", lambda self, x: folds.append(1) or real(self, x))
     modules = dict(policy.named_modules())
     results = []
     for fold in (False, True):
