@@ -49,7 +49,8 @@ bench-gpu: $(STAMP)  ## on a GPU machine: trainer steps of the 1.3B and 7B archi
 	$(PY) -m bench.gpu --arch deepseek-7b --trainers grpo,ppo --quant lora,qlora --out reports/bench-gpu-7b.json
 
 lab: $(STAMP)  ## open JupyterLab at the repository root: notebooks/ to run, reports/ to read (kernels on local IPC sockets)
-	$(VENV)/bin/jupyter lab --ServerApp.root_dir=. $(if $(filter Windows_NT,$(OS)),,--KernelManager.transport=ipc)
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=. $(if $(filter Windows_NT,$(OS)),,--KernelManager.transport=ipc) \
+	    $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)  # as root (a container, CI): Jupyter refuses without it
 
 clean:
 	rm -rf $(VENV) checkpoints .pytest_cache
