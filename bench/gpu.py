@@ -74,7 +74,7 @@ def build_arch(name: str, root: Path) -> Path:
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from codelib.models import build_tiny_model
+    from codelib.policy.models import build_tiny_model
 
     tiny = build_tiny_model()
     if ARCHS[name] is None:
@@ -135,7 +135,7 @@ def run_trainer(name: str, model_dir: Path, quant: str, a, tasks, prompt_tokens:
     """Run `a.steps` steps of one trainer; returns step seconds, tokens per step and model FLOPs per step."""
     import torch
 
-    from codelib.params import read_jsonl
+    from codelib.plumbing.params import read_jsonl
     from codelib.trainers import grpo, ppo, reinforce, sft
 
     q = quant == "qlora"
@@ -181,7 +181,7 @@ def _run_dpo(common: dict, rl: dict, model_dir: Path, a, tasks, n: int) -> dict:
     """DPO on fixed pairs (canonical solution vs a broken one): random weights would sample no passing candidate."""
     from transformers import AutoTokenizer
 
-    from codelib.params import read_jsonl
+    from codelib.plumbing.params import read_jsonl
     from codelib.trainers import dpo
 
     pairs = [{"task_id": t.task_id, "prompt": t.prompt, "chosen": t.canonical_solution,
@@ -211,8 +211,8 @@ def _run_dpo(common: dict, rl: dict, model_dir: Path, a, tasks, n: int) -> dict:
 
 def bench_eval(model_dir: Path, tasks, a) -> dict:
     """HF generate (the baseline) vs vLLM on the same prompts: generated tokens per second."""
-    from codelib import generation
-    from codelib.models import load_policy
+    from codelib.policy import generation
+    from codelib.policy.models import load_policy
 
     prompts = [t.prompt for t in tasks]
     out = {}

@@ -33,7 +33,7 @@ from pathlib import Path
 
 def ensure_sft(root: Path) -> str:
     """The tiny SFT adapter of the pipeline if it exists, else a quick one (the bench measures speed, not skill)."""
-    from codelib.params import REPO_ROOT
+    from codelib.plumbing.params import REPO_ROOT
 
     built = REPO_ROOT / "checkpoints" / "tiny" / "sft"
     if (built / "adapter_config.json").exists():
@@ -117,8 +117,8 @@ def trainers(init: str, steps: int, threads: int = 2) -> dict:
 
 
 def run(steps: int, rounds: int = 1, only: tuple[str, ...] = (), threads: int = 2) -> dict:
-    from codelib import rewards
-    from codelib.params import read_jsonl
+    from codelib.engine import rewards
+    from codelib.plumbing.params import read_jsonl
 
     runs = trainers(ensure_sft(Path(".")), steps, threads)
     if only:

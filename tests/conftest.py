@@ -21,7 +21,7 @@ def ckpt_root(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_base(tmp_path_factory):
     """A tiny Llama model, pretrained for a few steps only: these tests check mechanics, not learning."""
-    from codelib.models import build_tiny_model
+    from codelib.policy.models import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "base", steps=10)
 

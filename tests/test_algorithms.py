@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from codelib import advantages as A
-from codelib import comparison, metrics, rollout
-from codelib.params import ParamsError, load_config, load_yaml, read_jsonl
+from codelib.algorithms import formulas as A
+from codelib.engine import metrics, rollout
+from codelib.plumbing.params import ParamsError, load_config, load_yaml, read_jsonl
+from codelib.reports import comparison
 from codelib.trainers import grpo, grpo_trl, ppo, reinforce
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -420,7 +421,7 @@ def test_comparison_table_and_telemetry_figures(tmp_path, monkeypatch):
     paths = reports.save_figures(figs, tmp_path / "figs", show=False)
     assert all(p.stat().st_size > 0 for p in paths.values())
     # the interval is the results table's: the evaluator's stored comparison, or one with the evaluation's settings
-    from codelib import evaluator
+    from codelib.evaluation import evaluator
 
     s, base = summaries["reinforce_rloo"], summaries["sft"]
     again = evaluator.compare(s, base, iters=1000, seed=0)

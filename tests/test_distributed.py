@@ -8,7 +8,7 @@ import sys
 import pytest
 import yaml
 
-from codelib.params import REPO_ROOT, config_to_dict, read_jsonl
+from codelib.plumbing.params import REPO_ROOT, config_to_dict, read_jsonl
 from codelib.trainers import grpo, ppo, reinforce
 
 
@@ -66,7 +66,7 @@ def test_ppo_value_head_two_processes_identical_weights(tiny_sft, tmp_path):
 
 @pytest.mark.slow
 def test_notebook_launcher_streams_the_log_and_returns_the_run(tiny_sft):
-    from codelib import launch
+    from codelib.runner import launch
 
     cfg = reinforce.Config(profile="test", stage="reinforce_launch", init=str(tiny_sft), steps=1, batch_size=4,
                            max_new_tokens=16, save_every=10, report_to="none", limit=16, threads=1)  # fmt: skip
@@ -99,7 +99,7 @@ def test_shipped_accelerate_configs_load_and_use_only_known_options(name):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# codelib.distributed: rank-local placement, the FSDP gather on save, the refusals, GRPO's batch split
+# codelib.policy.distributed: rank-local placement, the FSDP gather on save, the refusals, GRPO's batch split
 
 RANKS_SCRIPT = r"""
 import json, sys
@@ -113,7 +113,7 @@ from safetensors.torch import load_file
 from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
-from codelib.distributed import rank_device_map, save_gathered, sharding
+from codelib.policy.distributed import rank_device_map, save_gathered, sharding
 
 out = Path(sys.argv[1])
 acc = Accelerator(cpu=True)  # gloo, from the shipped cpu_2proc config
@@ -137,7 +137,7 @@ def model():
 
 ref = {n: p.detach().clone() for n, p in model().named_parameters() if p.requires_grad}
 if rank == 0:
-    from codelib.models import save_adapter
+    from codelib.policy.models import save_adapter
 
     save_adapter(model(), Tok(), out / "unsharded")
     want = load_file(str(out / "unsharded" / "adapter_model.safetensors"))
@@ -191,7 +191,7 @@ def test_rank_local_device_map_and_fsdp_adapters_gathered_on_save(tmp_path):
 def test_refusals_under_sharding_name_the_fix():
     from types import SimpleNamespace
 
-    from codelib import distributed
+    from codelib.policy import distributed
 
     ddp, fsdp, ds = (
         SimpleNamespace(distributed_type=f"DistributedType.{t}") for t in ("MULTI_GPU", "FSDP", "DEEPSPEED")
@@ -209,7 +209,7 @@ def test_refusals_under_sharding_name_the_fix():
 
 
 def test_grpo_batches_keep_the_step_fixed_over_processes_and_fit_the_logits():
-    from codelib.distributed import grpo_batches
+    from codelib.policy.distributed import grpo_batches
 
     assert grpo_batches(32, 1) == (32, 1)  # one process: the whole step in one micro-batch
     assert grpo_batches(32, 4) == (8, 1)  # four: a quarter each, the same 32 completions a step (TRL: 8 x 4 x 1)

@@ -5,8 +5,8 @@ import json
 import pytest
 import torch
 
-from codelib.candidates import PairRule, annotate, build_preferences, make_pairs, rank
-from codelib.params import read_jsonl
+from codelib.engine.candidates import PairRule, annotate, build_preferences, make_pairs, rank
+from codelib.plumbing.params import read_jsonl
 from codelib.tasks import Task
 
 
@@ -103,7 +103,7 @@ def test_annotation_resumes_without_rerunning(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_merged_model_logits_equal_adapter_logits(tiny_sft, tmp_path):
-    from codelib.models import load_policy, merge_adapter
+    from codelib.policy.models import load_policy, merge_adapter
 
     # make the adapter non-trivial so the test could fail: perturb lora_B (it is zero at init)
     adapter, tok = load_policy(tiny_sft)

@@ -11,11 +11,11 @@ import math
 import pytest
 import torch
 
-from codelib import rollout
 from codelib.algorithms import ALGORITHMS, AdvantageInput, aggregate, compute_advantages, parts_of, policy_loss
 from codelib.algorithms.advantages import gae_raw
 from codelib.algorithms.losses import check_kl, kl_estimate
-from codelib.params import read_jsonl
+from codelib.engine import rollout
+from codelib.plumbing.params import read_jsonl
 from codelib.trainers import grpo, online, ppo, reinforce
 
 LOSS = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 0.0]])
@@ -133,7 +133,7 @@ def _tiny_llama():
 
 @pytest.mark.parametrize("packed", [False, True])
 def test_temperature_is_applied_in_the_log_probs(packed):
-    from codelib.logprobs import make_batch, token_logprobs
+    from codelib.policy.logprobs import make_batch, token_logprobs
 
     model = _tiny_llama()
     batch = make_batch([[1, 2, 3], [1, 2, 3]], [[4, 5], [6, 7, 8]], pad_id=0)
@@ -195,7 +195,7 @@ def test_shipped_params_run_the_algorithm_their_names_promise():
     wrote a resolved part into the file would silently run another algorithm: RLOO as plain REINFORCE)."""
     from pathlib import Path
 
-    from codelib.params import load_config
+    from codelib.plumbing.params import load_config
 
     root = Path(__file__).resolve().parent.parent / "params" / "tiny"
     modules = {"02": reinforce, "03": ppo, "04": grpo}

@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codelib import evaluator, generation
-from codelib.evaluator import EvalConfig, bootstrap_ci, paired_difference, pass_at_k, score_completions
-from codelib.params import ParamsError, build_config, config_to_dict
+from codelib.evaluation import evaluator
+from codelib.evaluation.evaluator import EvalConfig, bootstrap_ci, paired_difference, pass_at_k, score_completions
+from codelib.plumbing.params import ParamsError, build_config, config_to_dict
+from codelib.policy import generation
 from codelib.reports import DIFF_COLUMNS, TABLE_COLUMNS
 from codelib.tasks import load_tasks
 
@@ -20,8 +21,8 @@ memorizer = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(memorizer)
 
 needs_sandbox = pytest.mark.skipif(
-    importlib.util.find_spec("codelib.sandbox") is None or importlib.util.find_spec("codelib.rewards") is None,
-    reason="codelib.sandbox / codelib.rewards not present",
+    importlib.util.find_spec("codelib.sandbox") is None or importlib.util.find_spec("codelib.engine.rewards") is None,
+    reason="codelib.sandbox / codelib.engine.rewards not present",
 )
 
 
@@ -177,8 +178,8 @@ def test_eval_config_defaults_and_fix_it_messages():
 def test_another_split_evaluates_beside_the_eval_stage_not_over_it():
     """06_eval_fresh (the second held-out set) keeps its summaries in eval_fresh/: the eval stage's summaries of the
     same checkpoints on the test split stay where the pipeline and the comparison table read them."""
-    from codelib.params import load_config
-    from codelib.pipeline import stage_outputs
+    from codelib.plumbing.params import load_config
+    from codelib.runner.pipeline import stage_outputs
 
     fresh = load_config(EvalConfig, "params/tiny/variants/06_eval_fresh.yaml")
     stage = load_config(EvalConfig, "params/tiny/06_eval.yaml")
@@ -240,7 +241,7 @@ def _cfg(ckpts, **kw):
 @needs_sandbox
 @pytest.mark.slow
 def test_evaluate_writes_samples_summary_and_table_and_skips_when_up_to_date(checkpoints, tmp_path, monkeypatch):
-    pytest.importorskip("codelib.models")
+    pytest.importorskip("codelib.policy.models")
     cfg = _cfg(checkpoints)
     out, reports = tmp_path / "eval", tmp_path / "reports"
     df = evaluator.evaluate(cfg, out_root=out, reports=reports)
@@ -280,7 +281,7 @@ def test_evaluate_writes_samples_summary_and_table_and_skips_when_up_to_date(che
 @needs_sandbox
 @pytest.mark.slow
 def test_evaluate_sampled_reports_pass_at_k(checkpoints, tmp_path):
-    pytest.importorskip("codelib.models")
+    pytest.importorskip("codelib.policy.models")
     cfg = _cfg({"base": checkpoints["base"]}, temperature=0.8, n_samples=2, ks=[1, 2])
     df = evaluator.evaluate(cfg, out_root=tmp_path / "eval", reports=tmp_path / "reports")
     assert list(df.columns) == TABLE_COLUMNS + ["pass@2"] + DIFF_COLUMNS
@@ -305,7 +306,7 @@ def test_results_table_names_the_training_seeds(tmp_path):
 
 def test_every_checkpoint_is_checked_before_any_is_evaluated(tmp_path, monkeypatch):
     """A missing run dir is named, with the command that makes it, before a single sample is generated."""
-    from codelib import evaluator
+    from codelib.evaluation import evaluator
 
     monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path))
     (tmp_path / "tiny" / "sft").mkdir(parents=True)

@@ -1,11 +1,11 @@
 """The explorer: one display per view (nothing returned for the cell to render again), highlighted code, coloured
-verdicts, rewards from codelib.rewards, and escaped <placeholders> in the generated notebooks' markdown."""
+verdicts, rewards from codelib.engine.rewards, and escaped <placeholders> in the generated notebooks' markdown."""
 
 import json
 
 import pytest
 
-from codelib import explore
+from codelib.reports import explore
 
 ROWS = [
     {"task_id": "t/0", "sample": 0, "completion": "    return x + 1\n", "code": "    return x + 1\n",
@@ -43,7 +43,7 @@ def test_html_highlights_code_and_colours_verdicts():
     assert explore.COLOURS["passed"] in html and explore.COLOURS["failed"] in html
     assert "<span style=" in html and "return" in html  # pygments' inline styles
     assert "x <b>" not in html and "&lt;" in html  # the model's text is escaped, never rendered as HTML
-    assert "+0.999" in html and "-0.003" in html  # pass - 0.01 * tokens / 100, from codelib.rewards
+    assert "+0.999" in html and "-0.003" in html  # pass - 0.01 * tokens / 100, from codelib.engine.rewards
 
 
 def test_rewards_come_from_the_rewards_module():
@@ -53,7 +53,7 @@ def test_rewards_come_from_the_rewards_module():
 
 
 def test_markdown_placeholders_are_escaped():
-    from codelib.params import REPO_ROOT
+    from codelib.plumbing.params import REPO_ROOT
 
     for path in (REPO_ROOT / "notebooks").glob("*.ipynb"):
         for cell in json.loads(path.read_text())["cells"]:
@@ -106,7 +106,7 @@ def test_headless_under_plain_papermill(tmp_path, monkeypatch):
     params.metadata["tags"] = ["parameters"]
     nb.cells = [
         params,
-        nbformat.v4.new_code_cell("from codelib.progress import headless\nprint('HEADLESS', headless())"),
+        nbformat.v4.new_code_cell("from codelib.plumbing.progress import headless\nprint('HEADLESS', headless())"),
     ]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, tmp_path / "in.ipynb")

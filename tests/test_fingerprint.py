@@ -1,6 +1,7 @@
 """Caches keyed on code: a changed extraction, judging or scoring rule changes eval summaries' and stages' keys."""
 
-from codelib import fingerprint, pipeline
+from codelib.plumbing import fingerprint
+from codelib.runner import pipeline
 
 
 def _tree(root, files: dict[str, str]):
@@ -10,11 +11,20 @@ def _tree(root, files: dict[str, str]):
 
 
 def test_hash_follows_every_judging_file_module_or_package(tmp_path):
-    _tree(tmp_path, {"extraction.py": "a", "rewards.py": "b", "lint.py": "c", "sandbox.py": "d", "models.py": "x"})
+    _tree(
+        tmp_path,
+        {
+            "engine/extraction.py": "a",
+            "engine/rewards.py": "b",
+            "engine/lint.py": "c",
+            "sandbox.py": "d",
+            "policy/models.py": "x",
+        },
+    )
     before = fingerprint.code_hash(fingerprint.JUDGE, tmp_path)
-    (tmp_path / "models.py").write_text("y")  # not judging code
+    (tmp_path / "policy" / "models.py").write_text("y")  # not judging code
     assert fingerprint.code_hash(fingerprint.JUDGE, tmp_path) == before
-    (tmp_path / "extraction.py").write_text("a2")
+    (tmp_path / "engine" / "extraction.py").write_text("a2")
     changed = fingerprint.code_hash(fingerprint.JUDGE, tmp_path)
     assert changed != before
     # the sandbox turned into a package: every .py file under it counts, wherever it sits
@@ -24,11 +34,11 @@ def test_hash_follows_every_judging_file_module_or_package(tmp_path):
     (tmp_path / "sandbox" / "worker" / "harness.py").write_text("h2")
     assert fingerprint.code_hash(fingerprint.JUDGE, tmp_path) != pkg
     names = [p.relative_to(tmp_path).as_posix() for p in fingerprint.files(fingerprint.JUDGE, tmp_path)]
-    assert "sandbox/worker/harness.py" in names and "models.py" not in names
+    assert "sandbox/worker/harness.py" in names and "policy/models.py" not in names
 
 
 def test_eval_settings_and_stage_keys_carry_the_code_hash():
-    from codelib.evaluator import EvalConfig, settings_for
+    from codelib.evaluation.evaluator import EvalConfig, settings_for
     from codelib.tasks import load_tasks
 
     cfg = EvalConfig(limit=2)

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from codelib import generation
-from codelib.generation import STOP_SEQUENCES, WHOLE_FUNCTION_STOPS, Completion, find_stop, stops_for, trim
+from codelib.policy import generation
+from codelib.policy.generation import STOP_SEQUENCES, WHOLE_FUNCTION_STOPS, Completion, find_stop, stops_for, trim
 from codelib.tasks import Task, load_tasks
 
 _spec = importlib.util.spec_from_file_location("memorizer", Path(__file__).parent / "fixtures" / "memorizer.py")

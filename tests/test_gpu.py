@@ -26,7 +26,7 @@ def test_qlora_sft_two_steps_on_4bit_base(ckpt_root, tiny_base):
 @gpu
 def test_vllm_generation_matches_the_hf_interface(tiny_base):
     pytest.importorskip("vllm")
-    from codelib.generation import generate
+    from codelib.policy.generation import generate
 
     out = generate(str(tiny_base), None, ["def f(x):\n"], n=2, temperature=0.8, max_new_tokens=16, backend="vllm")
     assert len(out) == 1 and len(out[0]) == 2 and all(c.n_tokens <= 16 for c in out[0])
@@ -36,7 +36,7 @@ def test_vllm_generation_matches_the_hf_interface(tiny_base):
 @gpu
 def test_vllm_serves_a_lora_adapter_without_merging(tiny_sft):
     pytest.importorskip("vllm")
-    from codelib.generation import generate, vllm_plan
+    from codelib.policy.generation import generate, vllm_plan
 
     assert vllm_plan(str(tiny_sft))["lora"] is not None
     out = generate(str(tiny_sft), None, ["def f(x):\n"] * 3, n=2, temperature=0.8, max_new_tokens=16, backend="vllm")
@@ -62,8 +62,8 @@ def test_grpo_with_vllm_colocate_two_steps(tiny_sft):
 @pytest.mark.gpu
 @gpu
 def test_a_policy_for_inference_is_bf16_on_the_gpu_and_4bit_loads_on_this_rank(tiny_base):
-    from codelib.distributed import rank_device_map
-    from codelib.models import load_policy
+    from codelib.policy.distributed import rank_device_map
+    from codelib.policy.models import load_policy
 
     model, tok = load_policy(tiny_base)
     assert model.device.type == "cuda" and model.dtype == torch.bfloat16
@@ -92,8 +92,8 @@ def test_trl_grpo_qlora_trains_fp32_adapters(tiny_sft):
 @gpu
 def test_vllm_starts_beside_a_loaded_model(tiny_base):
     pytest.importorskip("vllm")
-    from codelib.models import load_policy
-    from codelib.vllm_backend import load_vllm
+    from codelib.policy.models import load_policy
+    from codelib.policy.vllm_backend import load_vllm
 
     hf, _ = load_policy(tiny_base)  # holds GPU memory: vLLM's default 0.92 share would refuse to start
     llm, _ = load_vllm(str(tiny_base))
@@ -107,7 +107,7 @@ def test_vllm_starts_beside_a_loaded_model(tiny_base):
 def _gpu_run():
     import importlib.util
 
-    from codelib.params import REPO_ROOT
+    from codelib.plumbing.params import REPO_ROOT
 
     spec = importlib.util.spec_from_file_location("gpu_run", REPO_ROOT / "tools" / "gpu_run.py")
     mod = importlib.util.module_from_spec(spec)
@@ -118,7 +118,7 @@ def _gpu_run():
 def test_gpu_run_downloads_cpython_312_manylinux_wheels_of_the_pins():
     import re
 
-    from codelib.params import REPO_ROOT
+    from codelib.plumbing.params import REPO_ROOT
 
     g = _gpu_run()
     cmd = g.download_command(REPO_ROOT / ".whl")

@@ -49,7 +49,7 @@ def hub(monkeypatch, tmp_path):
         return real("json", data_files=files, split="train", cache_dir=str(tmp_path / "cache"))
 
     monkeypatch.setattr(datasets, "load_dataset", load_dataset)
-    from codelib import task as task_module
+    from codelib.tasks import task as task_module
 
     def hub_file(repo, resolve):
         calls.append((repo, {"file": True}))
@@ -99,7 +99,7 @@ def test_codecontests_bundled_default_is_unchanged_and_offline(monkeypatch):
 
 
 def test_a_malformed_record_is_skipped_counted_and_named_or_raises_when_strict(monkeypatch):
-    from codelib import task as tasks_module
+    from codelib.tasks import task as tasks_module
 
     good, bad = _records("code_contests.jsonl")[:2]
     del bad["private_tests"]
@@ -163,7 +163,7 @@ def test_taco_file_is_read_record_by_record_within_twice_its_size(tmp_path):
     records longer than the reader's buffer included."""
     import tracemalloc
 
-    from codelib import hub_tasks
+    from codelib.tasks import hub as hub_tasks
 
     template = json.loads(TACO_FILE.read_text())[0]
     path = tmp_path / "taco.json"
@@ -217,7 +217,7 @@ def test_livecodebench_releases_and_date_window(hub):
 def test_livecodebench_window_is_applied_before_a_record_is_decoded(monkeypatch):
     """Records outside the date window are passed over on their contest_date alone: their tests are never decoded,
     and one that could not be decoded costs nothing."""
-    from codelib import task as tasks_module
+    from codelib.tasks import task as tasks_module
 
     old, new = _records("lcb_test.jsonl")
     old["private_test_cases"] = "not base64, not JSON"  # outside the window: never read
@@ -229,8 +229,8 @@ def test_livecodebench_window_is_applied_before_a_record_is_decoded(monkeypatch)
 
 
 def test_livecodebench_errata_can_be_left_out(monkeypatch):
-    from codelib import task as tasks_module
-    from codelib.livecodebench import LCB_ERRATA
+    from codelib.tasks import task as tasks_module
+    from codelib.tasks.livecodebench import LCB_ERRATA
 
     atcoder, leetcode = _records("lcb_test.jsonl")
     erratum = atcoder | {"question_id": "abc350_c"}  # erroneous tests (LiveCodeBench's ERRATA.md)
@@ -244,7 +244,7 @@ def test_livecodebench_errata_can_be_left_out(monkeypatch):
 
 
 def test_livecodebench_hub_path_names_the_release_files(monkeypatch):
-    from codelib import task as tasks_module
+    from codelib.tasks import task as tasks_module
 
     seen = []
     monkeypatch.setattr(tasks_module, "hub_records", lambda *a, **k: seen.append((a, k)) or [])
@@ -299,7 +299,7 @@ def test_livecodebench_decoding_runs_nothing_from_the_data(tmp_path):
 
 
 def test_livecodebench_malformed_record_is_named(monkeypatch):
-    from codelib import task as tasks_module
+    from codelib.tasks import task as tasks_module
 
     records = _records("lcb_test.jsonl")
     records[1]["metadata"] = "{func_name"
@@ -335,7 +335,7 @@ def test_evalplus_hub_rows_are_mapped(hub):
 
 
 def test_evalplus_rows_of_another_schema_are_refused_naming_the_bundled_copy(monkeypatch):
-    from codelib import task as tasks_module
+    from codelib.tasks import task as tasks_module
 
     monkeypatch.setattr(tasks_module, "hub_records", lambda *a, **k: [{"task_id": 2, "text": "x", "code": "y"}])
     with pytest.raises(
@@ -488,7 +488,7 @@ def test_livecodebench_functional_task_with_large_arguments_passes_in_its_budget
     1.5 GB just to compile, and failed with MemoryError under the default limit."""
     import random
 
-    from codelib import task as tasks_module
+    from codelib.tasks import task as tasks_module
 
     rng = random.Random(0)
     cases = []
@@ -553,7 +553,7 @@ def test_dataset_specs_are_strict():
 
 
 def test_a_chat_answer_with_the_whole_class_is_extracted_and_passes(hub):
-    from codelib.rewards import extract_completion
+    from codelib.engine.rewards import extract_completion
 
     task = load_tasks("livecodebench", "test", release_version="v1")[1]
     answer = f"Here it is:\n```python\n{LCB_RIGHT['2917']}\nprint(Solution().countPairs([1], 2))\n```\nDone."
@@ -563,9 +563,9 @@ def test_a_chat_answer_with_the_whole_class_is_extracted_and_passes(hub):
 
 
 def test_mbpp_taco_profile_and_its_variants_are_valid_params():
-    from codelib import pipeline
-    from codelib.evaluator import EvalConfig
-    from codelib.params import REPO_ROOT, load_config
+    from codelib.evaluation.evaluator import EvalConfig
+    from codelib.plumbing.params import REPO_ROOT, load_config
+    from codelib.runner import pipeline
 
     stages = pipeline.profile_stages("mbpp-taco")
     assert stages == ["00_tasks", "04_grpo", "06_eval", "07_plots"]
@@ -617,7 +617,7 @@ def test_evalplus_hub_tasks_judge_canonical_right_and_wrong_wrong(hub):
 def test_rows_keep_the_comparator_through_the_reward_columns(hub):
     """TRL passes a task's columns to the reward functions, which rebuild the Task: its comparator must survive, or
     an RL run on TACO or LiveCodeBench would be rewarded by the default rule."""
-    from codelib.rewards import _tasks
+    from codelib.engine.rewards import _tasks
     from codelib.tasks import tasks_to_rows
 
     with pytest.warns(UserWarning, match="skipped 1"):
@@ -631,7 +631,7 @@ def test_rows_keep_the_comparator_through_the_reward_columns(hub):
 def test_taco_hub_file_is_the_repositorys_one_json_file(monkeypatch):
     import huggingface_hub
 
-    from codelib import hub_tasks
+    from codelib.tasks import hub as hub_tasks
 
     asked = []
     monkeypatch.setattr(huggingface_hub.HfApi, "list_repo_files",

@@ -1,10 +1,11 @@
 """The package's import graph has no cycle, counting the imports inside functions (a cycle hidden in a function
-still means two modules cannot be read, tested or moved apart). The graph is read with `ast`: nothing is imported."""
+still means two modules cannot be read, tested or moved apart), and its imports point one way along the data flow
+(the boxes in `BOXES`); every module path from before the boxes still imports. The graph is read with `ast`."""
 
 import ast
 from pathlib import Path
 
-from codelib.paths import REPO_ROOT
+from codelib.plumbing.paths import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "codelib"
 
@@ -41,7 +42,7 @@ def imports_of(name: str, path: Path, known: dict) -> set[str]:
                 module = node.module or ""
             if module.split(".")[0] != "codelib":
                 continue
-            for a in node.names:  # `from codelib import passk` imports the module codelib.passk
+            for a in node.names:  # `from codelib import passk` imports the module codelib.evaluation.passk
                 found.add(f"{module}.{a.name}" if f"{module}.{a.name}" in known else closest(module))
     return found - {None, name, "codelib"}  # every module imports the package's __init__ first: no edge
 
@@ -117,9 +118,86 @@ KNOWN: dict[tuple, str] = {}
 
 def test_codelib_has_no_import_cycle():
     graph = import_graph()
-    assert "codelib.evaluator" in graph and "codelib.sandbox.pool" in graph  # the walk reached the subpackages
+    assert (
+        "codelib.evaluation.evaluator" in graph and "codelib.sandbox.pool" in graph
+    )  # the walk reached the subpackages
     found = {tuple(sorted(set(c))): c for c in cycles(graph)}
     new = [" -> ".join(c) for members, c in found.items() if members not in KNOWN]
     assert not new, "import cycles (function-local imports count):\n" + "\n".join(new)
     gone = [members for members in KNOWN if members not in found]
     assert not gone, f"no longer a cycle, remove it from KNOWN: {gone}"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the folders follow the data flow: a module imports its own box and the boxes before it, never a later one
+
+BOXES = [  # in the order of the flow; a box's modules may import every box above it
+    ("codelib.plumbing",),  # paths, params, stages, jsonl, progress: read by every box
+    ("codelib.tasks",),
+    ("codelib.policy",),
+    ("codelib.sandbox",),
+    ("codelib.engine", "codelib.algorithms"),  # rewards, rollouts, the algorithms' registries
+    ("codelib.evaluation",),
+    ("codelib.trainers",),  # a trainer evaluates held-out pass@1 while it trains (evaluation comes first)
+    ("codelib.reports",),
+    ("codelib.runner",),  # the pipeline and studies run everything
+]
+# an import against the flow, with why; the test fails once one is gone, so an entry cannot outlive its import
+AGAINST_THE_FLOW = {
+    ("codelib.evaluation.evaluator", "codelib.reports"): "the eval stage ends by writing the results table, whose one "
+    "writer is reports.write_results",
+    ("codelib.evaluation.repair_eval", "codelib.reports.repair"): "repair's evaluation ends by writing its report",
+    ("codelib.trainers.repair", "codelib.reports.repair"): "write_report stays importable from the repair trainer, "
+    "its home before the repair modules were split",
+}
+
+
+def box_of(module: str) -> int | None:
+    """The index of a module's box in BOXES (None: the package's own __init__)."""
+    for i, prefixes in enumerate(BOXES):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return i
+    return None
+
+
+def test_every_module_is_in_a_box():
+    loose = sorted(m for m in import_graph() if m != "codelib" and box_of(m) is None)
+    assert not loose, f"modules in no box of the flow (tests/test_imports.py BOXES): {loose}"
+
+
+def test_imports_point_one_way_along_the_flow():
+    graph = import_graph()
+    against = {(a, b) for a, deps in graph.items() for b in deps if (box_of(b) or 0) > (box_of(a) or 0)}
+    new = sorted(against - set(AGAINST_THE_FLOW))
+    assert not new, "imports against the flow (a box imports a later one):\n" + "\n".join(
+        f"{a} -> {b}" for a, b in new
+    )
+    gone = sorted(set(AGAINST_THE_FLOW) - against)
+    assert not gone, f"no longer imported, remove from AGAINST_THE_FLOW: {gone}"
+
+
+def test_old_module_paths_import_the_moved_modules():
+    """Every path a module had before the package was grouped into boxes imports that very module."""
+    import importlib
+
+    import codelib
+
+    for old, new in codelib.MOVED.items():
+        assert importlib.import_module(old) is importlib.import_module(new), old
+    from codelib.evaluator import EvalConfig, compare, evaluate_checkpoint, pass_at_k  # noqa: F401  (DESIGN.md)
+    from codelib.params import load_config  # noqa: F401
+
+    from codelib.sandbox import Sandbox, Verdict, check, configure, run  # noqa: F401
+    from codelib.tasks import Task, load_tasks  # noqa: F401
+
+    assert importlib.import_module("codelib.evaluation.evaluator").__spec__.name == "codelib.evaluation.evaluator"
+
+
+def test_an_old_module_path_runs_as_a_command():
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "codelib.params", "--help"], capture_output=True, text=True, cwd=REPO_ROOT
+    )
+    assert out.returncode == 0 and "python -m codelib.params" in out.stdout, out.stderr

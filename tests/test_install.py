@@ -5,7 +5,7 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
-from codelib.params import REPO_ROOT
+from codelib.plumbing.params import REPO_ROOT
 
 spec = importlib.util.spec_from_file_location("install", REPO_ROOT / "tools" / "install.py")
 install = importlib.util.module_from_spec(spec)

@@ -5,7 +5,8 @@ import json
 import pytest
 import torch
 
-from codelib import models, synthetic
+from codelib.policy import models
+from codelib.tasks import synthetic
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +158,7 @@ def test_default_tiny_model_builds_from_nothing_and_generates(tmp_path):
 
 
 def test_placement_on_a_gpu_and_on_a_cpu():
-    from codelib.models import placement
+    from codelib.policy.models import placement
 
     # CPU: nothing changes
     assert placement(False, None, None, trainable=False, cuda=False) == (None, None)
@@ -235,7 +236,7 @@ def test_sampling_never_folds_lora_into_bf16_weights(small_model):
     peft's own forward, the trained one, exactly."""
     from peft.tuners.lora import LoraLayer
 
-    from codelib.lora import merged_lora
+    from codelib.policy.lora import merged_lora
 
     torch.manual_seed(0)
     base, _ = models.load_policy(small_model, dtype="bfloat16")

@@ -9,9 +9,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from codelib import pipeline
-from codelib.params import REPO_ROOT, ParamsError, build_config, load_yaml
-from codelib.paths import profiles
+from codelib.plumbing.params import REPO_ROOT, ParamsError, build_config, load_yaml
+from codelib.plumbing.paths import profiles
+from codelib.runner import pipeline
 
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
 PROFILES = profiles()  # params/base/ holds shared defaults, no profile

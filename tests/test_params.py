@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 import pytest
 import yaml
 
-from codelib.params import (
+from codelib.plumbing.params import (
     REPO_ROOT,
     ParamsError,
     append_jsonl,
@@ -89,7 +89,7 @@ def test_atomic_json_and_torn_jsonl(tmp_path):
 
 
 def test_overlay_extends_its_base_and_is_checked_as_strictly(tmp_path):
-    from codelib.params import ParamsError, base_values, load_config, load_yaml
+    from codelib.plumbing.params import ParamsError, base_values, load_config, load_yaml
     from codelib.trainers import reinforce
 
     base = tmp_path / "base.yaml"
@@ -112,7 +112,7 @@ def test_overlay_extends_its_base_and_is_checked_as_strictly(tmp_path):
 
 
 def test_shipped_overlays_hold_only_what_they_change():
-    from codelib.params import base_values, load_yaml
+    from codelib.plumbing.params import base_values, load_yaml
 
     for path in sorted((REPO_ROOT / "params").glob("*/**/*.yaml")):
         own = yaml.safe_load(path.read_text())
@@ -160,7 +160,7 @@ def test_a_bad_value_in_a_base_file_is_blamed_on_that_file(tmp_path):
 
 
 def test_command_line_help_errors_and_debug(tmp_path, capsys):
-    from codelib.params import main_config
+    from codelib.plumbing.params import main_config
 
     with pytest.raises(SystemExit) as e:
         main_config(Demo, ["--help"], command="python -m demo")
@@ -185,7 +185,7 @@ def test_params_command_help_and_merge():
     import sys
 
     def run(*args):
-        command = [sys.executable, "-m", "codelib.params", *args]
+        command = [sys.executable, "-m", "codelib.plumbing.params", *args]
         return subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
 
     helped = run("--help")
@@ -198,7 +198,8 @@ def test_params_command_help_and_merge():
 def test_jsonl_run_logs_forgive_data_files_do_not(tmp_path):
     import gzip
 
-    from codelib import jsonl, task
+    from codelib.plumbing import jsonl
+    from codelib.tasks import task
 
     assert jsonl.read_jsonl(tmp_path / "none.jsonl") == []  # a run that has not started
     with pytest.raises(FileNotFoundError):
@@ -227,7 +228,7 @@ def chain(path) -> list:
 
 
 def real_profile_files():
-    from codelib.paths import profiles
+    from codelib.plumbing.paths import profiles
 
     real = [prof for prof in profiles() if prof not in TOY]
     return [
@@ -247,8 +248,8 @@ def test_real_profiles_extend_base_and_never_tiny():
 
 def test_every_profile_stage_file_extends_base():
     """tiny's and every real profile's stage files read params/base/ (smoke through tiny)."""
-    from codelib.paths import profiles
-    from codelib.stages import STAGES
+    from codelib.plumbing.paths import profiles
+    from codelib.plumbing.stages import STAGES
 
     base = REPO_ROOT / "params" / "base"
     for prof in profiles():
@@ -262,7 +263,7 @@ def test_editing_tiny_changes_no_real_profile(tmp_path):
     """Every tiny file rewritten (each value replaced) in a copy of params/: every real profile merges the same."""
     import shutil
 
-    from codelib.params import load_yaml
+    from codelib.plumbing.params import load_yaml
 
     copy = tmp_path / "params"
     shutil.copytree(REPO_ROOT / "params", copy)

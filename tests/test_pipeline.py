@@ -6,8 +6,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from codelib import pipeline
-from codelib.params import ParamsError
+from codelib.plumbing.params import ParamsError
+from codelib.runner import pipeline
 
 TASKS_YAML = "profile: fake\ndataset: synthetic\nsplit: test\nshow: 0\ninteractive: false\n"
 PLOTS_YAML = "profile: fake\nstages: [sft]\ncheckpoints: []\nsmoothing: 1\nheatmap_tasks: 5\nout_dir: ''\n"
@@ -172,7 +172,7 @@ def test_stream_prints_whole_lines_and_tidy_report_relativises(tmp_path):
 
 def test_a_deleted_run_dir_reruns_its_stage(tmp_path, monkeypatch):
     """Stamps say a stage is done; the run dir it wrote is the proof. Deleting it reruns that stage."""
-    from codelib.params import config_to_dict
+    from codelib.plumbing.params import config_to_dict
     from codelib.trainers import reinforce
 
     root = make_root(tmp_path)
@@ -216,7 +216,7 @@ def test_a_stage_kernel_imports_this_checkouts_codelib(tmp_path, monkeypatch):
     PYTHONPATH), whatever the virtualenv's editable install points at; the environment is restored afterwards."""
     import os
 
-    from codelib.params import REPO_ROOT
+    from codelib.plumbing.params import REPO_ROOT
 
     seen = {}
 

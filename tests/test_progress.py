@@ -3,7 +3,7 @@ metric that is missing or null is left out of the line, never shown as 0."""
 
 from __future__ import annotations
 
-from codelib import progress
+from codelib.plumbing import progress
 
 
 def test_headless_bar_prints_whole_compact_lines(monkeypatch, capsys):

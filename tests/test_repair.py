@@ -9,11 +9,11 @@ import random
 import pytest
 import torch
 
-from codelib import repair, repair_data, synthetic
-from codelib.logprobs import make_batch
-from codelib.params import read_jsonl
+from codelib.engine import repair, repair_data
+from codelib.plumbing.params import read_jsonl
+from codelib.policy.logprobs import make_batch
 from codelib.sandbox import Verdict
-from codelib.tasks import Task, load_tasks
+from codelib.tasks import Task, load_tasks, synthetic
 from codelib.trainers import repair as trainer
 
 TRAIN, TEST = synthetic.generate(seed=0, n_train=200, n_test=36)
@@ -113,7 +113,7 @@ def _verdict(passed: bool) -> Verdict:
 def test_loss_mask_covers_the_policys_tokens_only():
     """One row per turn; the mask marks exactly the attempt's tokens: never the prompt, an earlier attempt given as
     context, or the feedback."""
-    from codelib.tiny import train_tokenizer
+    from codelib.policy.tiny import train_tokenizer
 
     tok = train_tokenizer([t.prompt + t.canonical_solution for t in TRAIN], vocab_size=300)
     task = TEST[1]
@@ -220,7 +220,7 @@ def test_two_step_multi_turn_run_changes_the_adapter_and_resumes(tiny_sft):
 
 
 def test_explorer_shows_every_turn():
-    from codelib import explore
+    from codelib.reports import explore
 
     task = TEST[2]
     e = repair.Episode(task, repair.split_tests(task), "tests")
@@ -295,8 +295,8 @@ def test_the_stage_notebook_trains_evaluates_and_shows_every_turn(tiny_sft, tmp_
     and the report holds both task sets."""
     import json
 
-    from codelib import pipeline
-    from codelib.params import REPO_ROOT, load_yaml
+    from codelib.plumbing.params import REPO_ROOT, load_yaml
+    from codelib.runner import pipeline
 
     monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "reports"))
     params = {
@@ -333,10 +333,11 @@ def test_the_stage_notebook_trains_evaluates_and_shows_every_turn(tiny_sft, tmp_
 def test_repair_modules_apart_and_old_names_answer():
     """Episodes, SFT examples, evaluation, report and trainer are five modules of at most 400 lines; the names the
     notebook and older callers use still import from the trainer."""
-    from codelib import repair_eval, repair_report
-    from codelib.paths import REPO_ROOT
+    from codelib.evaluation import repair_eval
+    from codelib.plumbing.paths import REPO_ROOT
+    from codelib.reports import repair as repair_report
 
-    for name in ("repair", "repair_data", "repair_eval", "repair_report", "trainers/repair"):
+    for name in ("engine/repair", "engine/repair_data", "evaluation/repair_eval", "reports/repair", "trainers/repair"):
         lines = len((REPO_ROOT / "codelib" / f"{name}.py").read_text().splitlines())
         assert lines <= 400, f"codelib/{name}.py has {lines} lines"
     assert trainer.evaluate is repair_eval.evaluate and trainer.eval_dir is repair_eval.eval_dir

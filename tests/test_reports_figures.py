@@ -15,7 +15,7 @@ import pytest  # noqa: E402
 from matplotlib.colors import to_hex  # noqa: E402
 
 from codelib import reports  # noqa: E402
-from codelib.stages import STAGES, color_of  # noqa: E402
+from codelib.plumbing.stages import STAGES, color_of  # noqa: E402
 
 PROFILE = "figs"
 TASKS = [f"synthetic/t{i}" for i in range(12)]

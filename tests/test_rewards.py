@@ -7,8 +7,9 @@ import pickle
 
 import pytest
 
-from codelib import rewards, sandbox
-from codelib.rewards import (
+from codelib import sandbox
+from codelib.engine import rewards
+from codelib.engine.rewards import (
     REWARDS,
     compile_reward,
     extract_completion,
@@ -219,7 +220,7 @@ def test_docstring_examples():
 
 def test_verdict_cache_eviction_never_loses_a_batch_hit(monkeypatch):
     """A batch mixing cached and new rows, with the cache full, still gets a verdict for every row."""
-    from codelib import rewards as R
+    from codelib.engine import rewards as R
 
     monkeypatch.setattr(R, "_CACHE_SIZE", 2)
     cols = {"prompt": ["def f(x):\n"] * 3, "tests": ["assert f(1) == 2"] * 3, "entry_point": ["f"] * 3}

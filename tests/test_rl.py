@@ -6,11 +6,11 @@ import math
 import pytest
 import torch
 
-from codelib import advantages as A
-from codelib import rewards
 from codelib.algorithms import AdvantageInput, aggregate, compute_advantages, policy_loss
-from codelib.logprobs import make_batch, token_logprobs
-from codelib.params import read_jsonl
+from codelib.algorithms import formulas as A
+from codelib.engine import rewards
+from codelib.plumbing.params import read_jsonl
+from codelib.policy.logprobs import make_batch, token_logprobs
 from codelib.trainers import common, grpo, online, ppo, reinforce
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -139,8 +139,8 @@ def _rl_kwargs(stage):
 @pytest.mark.slow
 def test_log_probs_match_generation_scores(tiny_sft):
     """Recomputed log-probs of sampled tokens equal what the policy assigned while sampling."""
-    from codelib.generation import encode_prompts
-    from codelib.models import load_policy
+    from codelib.policy.generation import encode_prompts
+    from codelib.policy.models import load_policy
 
     model, tok = load_policy(tiny_sft)
     prompt = "def f(x):\n    "
@@ -303,7 +303,7 @@ def test_reinforce_resume_after_kill(tiny_sft, tmp_path):
     import yaml
 
     cfg = reinforce.Config(init=str(tiny_sft), **{**_rl_kwargs("reinforce_kill"), "steps": 40})
-    from codelib.params import config_to_dict
+    from codelib.plumbing.params import config_to_dict
 
     params = tmp_path / "p.yaml"
     params.write_text(yaml.safe_dump(config_to_dict(cfg)))

@@ -768,7 +768,7 @@ def test_extra_ok_calls_and_report_writes_do_not_raise_the_test_fraction(box, he
     after_attack(box, before, he_tasks)
     for h, x in zip(honest, v, strict=True):
         assert x.tests_total == h.tests_total and x.tests_passed <= h.tests_passed, (x, h)
-    from codelib.rewards import test_fraction_reward
+    from codelib.engine.rewards import test_fraction_reward
 
     t = he_tasks[0]
     columns = dict(prompt=[t.prompt] * 2, tests=[t.tests] * 2, entry_point=[t.entry_point] * 2)

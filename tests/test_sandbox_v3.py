@@ -74,7 +74,7 @@ def test_twelve_calls_on_1e5_element_arguments_pass_under_the_default_memory_lim
 
 
 def test_calls_task_job_and_the_parse_first_path():
-    from codelib.task import Task
+    from codelib.tasks.task import Task
 
     task = Task("lcb/x", "# prompt\n", SMALL, "Solution.f", "", kind="calls")
     job = sandbox.task_job(task, "class Solution:\n    def f(self, xs, k):\n        return sum(xs) + k\n")

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from codelib.params import read_jsonl
+from codelib.plumbing.params import read_jsonl
 from codelib.trainers import sft
 
 

@@ -4,8 +4,8 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from codelib import generation, logprobs, lora
-from codelib.logprobs import make_batch, pack, shared_prefix_logprobs, token_logprobs
+from codelib.policy import generation, logprobs, lora
+from codelib.policy.logprobs import make_batch, pack, shared_prefix_logprobs, token_logprobs
 
 
 class _Tok:
@@ -221,7 +221,7 @@ def test_the_stop_checks_batch_decode_gives_transformers_strings():
     tokenizer that cleans up spaces keeps transformers' own path."""
     import random
 
-    from codelib.tiny import train_tokenizer
+    from codelib.policy.tiny import train_tokenizer
 
     tok = train_tokenizer(["def f(x):\n    return x + 1  # é ü 日本\n", "print('a', \"b\")\n"] * 20, vocab_size=300)
     rng = random.Random(0)

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 import yaml
 
-from codelib import passk, study
-from codelib.evaluator import bootstrap_ci, pass_at_k
-from codelib.params import REPO_ROOT, checkpoints_root
+from codelib.evaluation import passk
+from codelib.evaluation.evaluator import bootstrap_ci, pass_at_k
+from codelib.plumbing.params import REPO_ROOT, checkpoints_root
+from codelib.runner import study
 
 # ---------------------------------------------------------------------------------------------------------------
 # statistics on hand-made data
@@ -85,7 +86,7 @@ def test_evaluator_summary_carries_the_curve(monkeypatch):
     from types import SimpleNamespace
 
     from codelib import sandbox
-    from codelib.evaluator import score_completions
+    from codelib.evaluation.evaluator import score_completions
     from codelib.tasks import load_tasks
 
     tasks = load_tasks("synthetic", "test", limit=3)
@@ -172,22 +173,22 @@ def test_shipped_study_files_are_valid():
         ("grpo_trl", "trl"),
     ]
     assert len(study.load_study("params/smoke/studies/smoke.yaml").runs) == 4
-    from codelib.evaluator import EvalConfig
-    from codelib.params import load_config
+    from codelib.evaluation.evaluator import EvalConfig
+    from codelib.plumbing.params import load_config
 
     assert load_config(EvalConfig, "params/tiny/variants/06_eval_passk.yaml").n_samples >= 64
 
 
 def test_a_run_depends_on_the_source_its_trainer_imports():
     mods = study.stage_sources("02_reinforce")
-    for m in ("codelib.launch", "codelib.trainers.reinforce", "codelib.trainers.common", "codelib.rewards",
-              "codelib.params", "codelib.sandbox.pool", "codelib.sandbox.judge", "codelib.sandbox.worker"):  # fmt: skip
+    for m in ("codelib.runner.launch", "codelib.trainers.reinforce", "codelib.trainers.common", "codelib.engine.rewards",
+              "codelib.plumbing.params", "codelib.sandbox.pool", "codelib.sandbox.judge", "codelib.sandbox.worker"):  # fmt: skip
         assert m in mods, m
     # the evaluator's scoring is part of a run (eval during training, `keep: best`); other trainers and the study's
     # own code do not retrain a study when they change
-    assert "codelib.evaluator" in mods
-    assert not {"codelib.trainers.ppo", "codelib.study", "codelib.study_report", "codelib.comparison"} & set(mods)
-    assert "codelib.candidates" in study.stage_sources("05_dpo")
+    assert "codelib.evaluation.evaluator" in mods
+    assert not {"codelib.trainers.ppo", "codelib.runner.study", "codelib.runner.study_report", "codelib.reports.comparison"} & set(mods)
+    assert "codelib.engine.candidates" in study.stage_sources("05_dpo")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -249,7 +250,7 @@ def test_a_killed_study_resumes_and_reruns_only_what_changed(tmp_path, monkeypat
 
     # the code a run imports changes: every run is trained again
     real = study.module_sources
-    monkeypatch.setattr(study, "module_sources", lambda code: {**real(code), "codelib.rewards": "# edited"})
+    monkeypatch.setattr(study, "module_sources", lambda code: {**real(code), "codelib.engine.rewards": "# edited"})
     calls = []
     study.run_study(path, execute=recorder(calls), **go)
     assert calls == ["a-seed0", "b-seed0", "a-seed1", "b-seed1"]
@@ -449,8 +450,8 @@ def test_another_split_has_its_own_evaluations_and_summary(tmp_path, monkeypatch
 
 def test_passk_command_writes_curves_table_and_figure(tmp_path, monkeypatch):
     """`python -m codelib.passk` (the evaluation itself replaced: it is the evaluator's, tested elsewhere)."""
-    from codelib import evaluator
-    from codelib.params import load_config
+    from codelib.evaluation import evaluator
+    from codelib.plumbing.params import load_config
 
     monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "checkpoints"))
     monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "reports"))

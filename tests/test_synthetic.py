@@ -11,8 +11,7 @@ from collections import Counter
 
 import pytest
 
-from codelib import synthetic
-from codelib.tasks import program_for
+from codelib.tasks import program_for, synthetic
 
 # The generator's own programs are trusted, so one plain subprocess runs them all at once (thousands per second);
 # the sandbox is exercised on a sample below.
@@ -161,7 +160,7 @@ def test_sandbox_agrees_on_one_task_per_operation(suite):
 
 
 def test_rl_split_follows_training_rules_and_leaves_train_test_unchanged():
-    from codelib import synthetic
+    from codelib.tasks import synthetic
 
     train, test = synthetic.generate()
     train2, test2, rl = synthetic.generate_specs(n_rl=500)
@@ -201,8 +200,7 @@ def test_fresh_split_is_held_out_rules_none_of_the_shipped_test_tasks(suite):
 def test_probe_tasks_hold_their_answer_only_in_the_tests():
     """The repair stage's probe: the value is written nowhere in the prompt, every assert holds it, the held-out
     split's values never occur on the training side, and the canonical solutions pass (a guess fails)."""
-    from codelib import synthetic
-    from codelib.tasks import load_tasks
+    from codelib.tasks import load_tasks, synthetic
 
     held, train = synthetic.probe_specs(n=200), synthetic.probe_specs(n=2000, held_out=False)
     assert {s.constant for s in held}.isdisjoint({s.constant for s in train})

@@ -114,7 +114,7 @@ def test_calls_tasks_keep_their_tests_as_data_and_name_their_comparator():
 def test_big_ints_lift_the_digit_limit_only_inside():
     import sys
 
-    from codelib.task import big_ints, stdin_prelude
+    from codelib.tasks.task import big_ints, stdin_prelude
 
     text = "7" * 5000
     with big_ints():

@@ -16,8 +16,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from codelib import evaluator, generation
-from codelib.evaluator import EvalConfig
+from codelib.evaluation import evaluator
+from codelib.evaluation.evaluator import EvalConfig
+from codelib.policy import generation
 from codelib.tasks import load_tasks
 
 
@@ -202,7 +203,7 @@ def test_trl_grpo_step_is_fixed_over_processes_and_split_to_fit():
 
 
 def test_dpo_candidates_sampled_on_vllm_never_load_the_policy_here(fake_vllm, ckpt_root, tiny_sft, monkeypatch):
-    from codelib import models
+    from codelib.policy import models
     from codelib.trainers import dpo
 
     def boom(*a, **k):
@@ -230,7 +231,7 @@ def test_vllm_is_started_with_the_free_share_of_the_gpu(fake_vllm, tiny_base, mo
     what is free now, less a margin, at most 0.9, and an explicit value wins."""
     import torch
 
-    from codelib import vllm_backend
+    from codelib.policy import vllm_backend
 
     gib = 2**30
     assert vllm_backend.vllm_memory_share(80 * gib, 80 * gib) == 0.9

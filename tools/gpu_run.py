@@ -15,7 +15,7 @@ bitsandbytes, datasets, papermill, ipykernel or vllm; no network; the repository
    --platform manylinux_2_28_x86_64 ... -d .whl` for WHEELS below: the pinned packages the stack lacks (trl,
    bitsandbytes, datasets and the two of datasets' dependencies it lacks, dill and multiprocess) and peft at the
    project's pin (the stack's peft version is not known here). vLLM (a 315 MB wheel that also needs torch 2.13)
-   cannot travel: its code path is checked against vLLM 0.30.0's source (codelib/vllm_backend.py) and by a
+   cannot travel: its code path is checked against vLLM 0.30.0's source (codelib/policy/vllm_backend.py) and by a
    stand-in module (tests/test_vllm_wiring.py).
 
 2. On the GPU machine, with .whl/ beside the repository (on this workplace's lent machine: `carry: [".whl"]`):
@@ -211,7 +211,7 @@ def pipeline(run: Run, steps: int, arch: str = "deepseek-1.3b") -> None:
         ("ppo", "codelib.trainers.ppo", "03_ppo", sampled, ""),
         ("grpo", "codelib.trainers.grpo", "04_grpo", sampled, ""),
         ("dpo", "codelib.trainers.dpo", "05_dpo", [*sampled, "n_candidates=4"], "no preference pairs"),
-        ("eval", "codelib.evaluator", "06_eval",
+        ("eval", "codelib.evaluation.evaluator", "06_eval",
          ["limit=8", "n_samples=2", "ks=[1]", "max_new_tokens=64", "bootstrap_iters=100",
           f"checkpoints={{base: {base}, sft: {ck}/sft, reinforce: {ck}/reinforce, ppo: {ck}/ppo, grpo: {ck}/grpo}}"],
          ""),

@@ -25,7 +25,10 @@ BLOCKS = {  # marker name -> (report, what regenerates it)
         "reports/tiny/06_eval_backends/results.md",
         "`python -m codelib.comparison params/tiny/variants/06_eval_backends.yaml`",
     ),
-    "passk": ("reports/tiny/passk/pass_at_k.md", "`python -m codelib.passk params/tiny/variants/06_eval_passk.yaml`"),
+    "passk": (
+        "reports/tiny/passk/pass_at_k.md",
+        "`python -m codelib.passk params/tiny/variants/06_eval_passk.yaml`",
+    ),
     "repair": ("reports/tiny/repair/summary.md", "`python -m codelib.pipeline --only 09_repair`"),
 }
 PAGES = {  # page -> the blocks it holds (each block lives on one page)

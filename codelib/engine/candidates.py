@@ -4,7 +4,7 @@
 2. `annotate`: every candidate through the sandbox -> candidates_annotated.jsonl (verdict, detail, test
    fraction, tokens); appended batch by batch, so a stop loses at most the batch in flight and a rerun skips
    what is already annotated
-3. `build_preferences`: nbest.jsonl (candidates ranked per task by a reward of `codelib.rewards`, by default
+3. `build_preferences`: nbest.jsonl (candidates ranked per task by a reward of `codelib.engine.rewards`, by default
    `RANKING` = pass + 0.5 * test fraction, ties to the shorter), pairs.jsonl
    (chosen passes, rejected fails, kept when chosen test fraction >= min_chosen and the gap >= min_gap, in the
    spirit of AceCoder's margin rule; at most K pairs per task; completions deduplicated) and manifest.json
@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from pathlib import Path
 
-from codelib import rewards, sandbox
-from codelib.generation import generate, stops_for
-from codelib.params import atomic_write_json, atomic_write_text, read_jsonl
+from codelib import sandbox
+from codelib.engine import rewards
+from codelib.plumbing.params import atomic_write_json, atomic_write_text, read_jsonl
+from codelib.policy.generation import generate, stops_for
 from codelib.tasks import Task
 
 RANKING = {"pass": 1.0, "test_fraction": 0.5}  # pass counts most, then the share of tests passed

@@ -1,7 +1,7 @@
 """Completion extraction: the code a model's text contributes to a task's program.
 
 One function, `extract_completion`, is used by the rewards, the evaluator and the candidates alike, so a rule
-changed here changes every score (and, through `codelib.fingerprint`, invalidates cached eval summaries and
+changed here changes every score (and, through `codelib.plumbing.fingerprint`, invalidates cached eval summaries and
 pipeline stages). Compiling a completion here never runs it; its warnings (a `SyntaxWarning` for an invalid
 escape in a model's string) are silenced, as they are the model's, not the trainer's.
 """

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import builtins
 
-from codelib.extraction import parse
+from codelib.engine.extraction import parse
 
 _BUILTINS = set(dir(builtins)) | {"__file__", "__name__", "__doc__", "__builtins__", "__spec__"}
 _SHADOWED = {"list", "dict", "str", "int", "set", "tuple", "sum", "max", "min", "len", "id", "input", "type", "map"}

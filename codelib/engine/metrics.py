@@ -1,5 +1,5 @@
 """Run logs: metrics.jsonl (one row per step, the project's record), samples.jsonl, TensorBoard / W&B mirrors.
-(The verdict classes live in `codelib.verdicts`; `metrics.verdict_class` & co. still answer.)
+(The verdict classes live in `codelib.engine.verdicts`; `metrics.verdict_class` & co. still answer.)
 
 Every trainer writes the same keys (loss, reward_mean, reward_std, pass_rate, completion_len, kl, clip_frac,
 rewards/<term>/mean, time_s, ...); the TRL trainers through `trainer_callback`, our loops through `MetricsLog`.
@@ -13,9 +13,9 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from codelib.jsonl import append_jsonl, read_jsonl
-from codelib.paths import atomic_write_text
-from codelib.verdicts import VERDICT_CLASSES, class_counts, class_shares, verdict_class  # noqa: F401  (their old home)
+from codelib.engine.verdicts import VERDICT_CLASSES, class_counts, class_shares, verdict_class  # noqa: F401  (their old home)
+from codelib.plumbing.jsonl import append_jsonl, read_jsonl
+from codelib.plumbing.paths import atomic_write_text
 
 
 def report_to(name: str) -> list[str]:

@@ -12,7 +12,7 @@ import random
 import re
 from dataclasses import replace
 
-from codelib.repair import FEEDBACK_CHARS, TestSplit, feedback_from_detail, split_tests, test_units, turn_prompt
+from codelib.engine.repair import FEEDBACK_CHARS, TestSplit, feedback_from_detail, split_tests, test_units, turn_prompt
 from codelib.tasks import Task
 
 
@@ -22,7 +22,7 @@ def _mutations(body: str, rng: random.Random) -> list[str]:
     other constants of its kind, unrelated to it, so only the feedback can tell the fix."""
     bare = re.fullmatch(r"(\s*return )(\d+|'[a-z]+')\n?", body)
     if bare:
-        from codelib.synthetic import LETTERS, PROBE_INTS
+        from codelib.tasks.synthetic import LETTERS, PROBE_INTS
 
         value = ast.literal_eval(bare[2])
         number = isinstance(value, int)

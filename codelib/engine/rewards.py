@@ -1,7 +1,7 @@
 """Rewards: TRL-signature reward functions, judged by the sandbox. The one place completions become rewards.
 
 Every reward is `fn(completions, **columns) -> list[float | None]`, the contract of TRL's `GRPOTrainer`, so
-the same functions serve TRL, our REINFORCE/PPO rollouts (`codelib.rollout`), DPO's candidate ranking and the
+the same functions serve TRL, our REINFORCE/PPO rollouts (`codelib.engine.rollout`), DPO's candidate ranking and the
 explorer. `columns` are the Task fields as lists, one entry per completion (`task_id, prompt, tests,
 entry_point, canonical_solution, kind, plus_inputs, atol`); TRL passes the prompt column as `prompts` and adds
 `completion_ids`, `trainer_state`, which are used or ignored. Two optional columns skip work already done:
@@ -27,8 +27,8 @@ import re
 import numpy as np
 
 from codelib import sandbox
-from codelib.extraction import FENCE, compiles, extract_completion, message_text
-from codelib.lint import lint
+from codelib.engine.extraction import FENCE, compiles, extract_completion, message_text
+from codelib.engine.lint import lint
 from codelib.tasks import Task
 
 configure_sandbox = sandbox.configure

@@ -1,7 +1,7 @@
 """Rollouts for every online trainer: generate -> judge -> reward, and the samples.jsonl rows they leave.
 
 `rollout` samples `n_per_task` completions of each task from the current policy, judges them all in one sandbox
-call, and scores them with the run's reward (`codelib.rewards.make_rewards(cfg.rewards)`): the verdicts are
+call, and scores them with the run's reward (`codelib.engine.rewards.make_rewards(cfg.rewards)`): the verdicts are
 cached, so a reward term that needs them costs nothing more. REINFORCE and PPO call it once per step; GRPO
 hands the same reward's terms to TRL, which samples for itself. Batches of tasks are a function of (seed, step)
 alone, so a resumed run sees the batches an uninterrupted one would have.
@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 import torch
 
-from codelib import metrics, rewards, sandbox
-from codelib.generation import encode_prompts, generate, stops_for
+from codelib import sandbox
+from codelib.engine import metrics, rewards
+from codelib.policy.generation import encode_prompts, generate, stops_for
 from codelib.tasks import tasks_to_rows
 
 

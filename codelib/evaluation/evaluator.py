@@ -8,7 +8,7 @@ and per-sample verdicts. `evaluate(cfg)` generates with each checkpoint, scores 
     checkpoints/<profile>/eval/<name>/summary.json    pass@k with CIs, per-task counts, paired diff vs baseline
     reports/<profile>/results.csv, results.md         one row per checkpoint (`reports.write_results`)
 
-The statistics (pass@k, bootstrap and paired intervals) are `codelib.stats`'s, re-exported here. `python -m codelib.evaluator params/tiny/06_eval.yaml [key=value ...]`.
+The statistics (pass@k, bootstrap and paired intervals) are `codelib.evaluation.stats`'s, re-exported here. `python -m codelib.evaluator params/tiny/06_eval.yaml [key=value ...]`.
 """
 
 from __future__ import annotations
@@ -27,13 +27,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from codelib import generation, metrics, models, rewards, sandbox
-from codelib.eval_sampling import EVAL_SAMPLING
-from codelib.fingerprint import SCORE, code_hash
-from codelib.params import atomic_write_json, atomic_write_text, main_config, resolve, run_dir
-from codelib.paths import eval_dir, report_dir  # noqa: F401  (run directories live in codelib.paths; old names)
+from codelib import sandbox
+from codelib.engine import metrics, rewards
+from codelib.evaluation.eval_sampling import EVAL_SAMPLING
+from codelib.evaluation.stats import bootstrap_ci, paired_difference, pass_at_k, pass_at_k_curve
+from codelib.plumbing.fingerprint import SCORE, code_hash
+from codelib.plumbing.params import atomic_write_json, atomic_write_text, main_config, resolve, run_dir
+from codelib.plumbing.paths import eval_dir, report_dir  # noqa: F401  (run directories live in codelib.plumbing.paths; old names)
+from codelib.policy import generation, models
 from codelib.reports import write_results
-from codelib.stats import bootstrap_ci, paired_difference, pass_at_k, pass_at_k_curve
 from codelib.tasks import Task, load_tasks, parse_dataset
 
 __all__ = [
@@ -329,7 +331,7 @@ def evaluate_checkpoint(cfg: EvalConfig, name: str, tasks: Sequence[Task], out: 
 def check_checkpoints(cfg: EvalConfig) -> None:
     """Every checkpoint of cfg exists before any is evaluated: a missing local one is named with the command that
     makes it, all of them in one message (a hub id or "tiny" is left to the loader)."""
-    from codelib.stages import stage_of
+    from codelib.plumbing.stages import stage_of
 
     problems = []
     for name, spec in cfg.checkpoints.items():
@@ -450,7 +452,7 @@ def main(argv: list[str] | None = None) -> None:
     """`python -m codelib.evaluator PARAMS.yaml [key=value ...] [--debug]`: run the eval stage and print the table."""
     import sys
 
-    from codelib.params import USER_ERRORS, fail
+    from codelib.plumbing.params import USER_ERRORS, fail
 
     argv = sys.argv[1:] if argv is None else argv
     cfg = main_config(EvalConfig, argv, command="python -m codelib.evaluator")

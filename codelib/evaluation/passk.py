@@ -1,7 +1,7 @@
 """pass@k curves for k = 1..n: their table, their figure, and the command that evaluates checkpoints for them.
 
 With many samples per task (n >= 64) the curve shows whether RL raises pass@1 while narrowing what the model can
-solve at large k. The estimators are `codelib.stats`'s (`pass_at_k_curve`, `pass_at_k_matrix`, `summary_curve`;
+solve at large k. The estimators are `codelib.evaluation.stats`'s (`pass_at_k_curve`, `pass_at_k_matrix`, `summary_curve`;
 `passk.curve` is the old name of the first).
 
     python -m codelib.passk params/tiny/variants/06_eval_passk.yaml   # 64 samples/task, every checkpoint
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from codelib.stats import pass_at_k_curve, pass_at_k_matrix, summary_curve
+from codelib.evaluation.stats import pass_at_k_curve, pass_at_k_matrix, summary_curve
 
 curve = pass_at_k_curve  # the name studies and tests knew
 __all__ = ["curve", "curves_frame", "evaluate_curves", "main", "pass_at_k_matrix", "plot_curves", "summary_curve"]
@@ -36,7 +36,7 @@ def plot_curves(curves: dict[str, dict], title: str = "pass@k with 95% bootstrap
     """pass@k against k (log2 axis) per checkpoint, each with its interval as a band; returns the figure."""
     import matplotlib.pyplot as plt
 
-    from codelib.stages import color_of
+    from codelib.plumbing.stages import color_of
 
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(7.5, 4.2), layout="constrained")
     for name, cv in curves.items():
@@ -70,8 +70,8 @@ def evaluate_curves(cfg, force: bool = False, show: bool = False) -> dict[str, P
         matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from codelib import evaluator
-    from codelib.paths import atomic_write_text, reports_root, run_dir
+    from codelib.evaluation import evaluator
+    from codelib.plumbing.paths import atomic_write_text, reports_root, run_dir
 
     out = reports_root() / cfg.profile / "passk"
     evaluator.evaluate(cfg, force=force, out_root=run_dir(cfg.profile, "eval_passk"), reports=out)
@@ -100,8 +100,8 @@ def evaluate_curves(cfg, force: bool = False, show: bool = False) -> dict[str, P
 
 def main(argv: list[str] | None = None) -> None:
     """`python -m codelib.passk PARAMS.yaml [key=value ...]`: an EvalConfig file; prints where the curves went."""
-    from codelib.evaluator import EvalConfig
-    from codelib.params import main_config
+    from codelib.evaluation.evaluator import EvalConfig
+    from codelib.plumbing.params import main_config
 
     cfg = main_config(EvalConfig, argv)
     for name, path in evaluate_curves(cfg).items():

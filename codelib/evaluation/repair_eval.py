@@ -1,8 +1,8 @@
 """Evaluation of multi-turn repair: success after t turns with the public tests' feedback, with an empty message, and
 pass@t of independent samples at the same sample budget, paired over tasks with intervals (`evaluate_repair`), for
 every checkpoint of the repair stage's `eval_checkpoints`, cached per checkpoint (`evaluate`). `cfg` is the repair
-stage's Config (`codelib.trainers.repair.Config`). The episodes are `codelib.repair`'s, the report
-`codelib.repair_report`'s.
+stage's Config (`codelib.trainers.repair.Config`). The episodes are `codelib.engine.repair`'s, the report
+`codelib.reports.repair`'s.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from codelib.eval_sampling import EVAL_SAMPLING
-from codelib.paths import run_dir
-from codelib.repair import MODES, run_episodes
-from codelib.repair_report import PROBE, write_report
-from codelib.stats import bootstrap_ci, paired_difference, pass_at_k
+from codelib.engine.repair import MODES, run_episodes
+from codelib.evaluation.eval_sampling import EVAL_SAMPLING
+from codelib.evaluation.stats import bootstrap_ci, paired_difference, pass_at_k
+from codelib.plumbing.paths import run_dir
+from codelib.reports.repair import PROBE, write_report
 from codelib.tasks import Task, load_tasks
 
 
@@ -119,8 +119,8 @@ def evaluate(cfg, force: bool = False) -> dict[str, dict]:
     repair_eval/<name>/ unless `force`), and on the held-out probe tasks when `probe_eval` (repair_eval/probe/<name>/);
     writes reports/<profile>/repair/summary.md and figures/. Returns {name: summary} of the held-out split (the
     probe's are in its cache directories and the report)."""
-    from codelib.evaluator import checkpoint_source
-    from codelib.models import load_policy
+    from codelib.evaluation.evaluator import checkpoint_source
+    from codelib.policy.models import load_policy
 
     if cfg.threads:
         torch.set_num_threads(cfg.threads)

@@ -5,7 +5,7 @@ Intervals are percentile bootstraps over tasks (tasks are the unit that varies b
 one task are not independent). `pass_at_k_curve(per_task)` takes the per-task counts an eval summary holds
 (`[{"n": 64, "c": 20}, ...]`) and returns pass@k for k = 1..n; tasks are resampled together for every k, so the band
 is one curve's uncertainty, not k independent ones. The figures and the `python -m codelib.passk` command that
-draw these curves live in `codelib.passk`.
+draw these curves live in `codelib.evaluation.passk`.
 """
 
 from __future__ import annotations

@@ -12,13 +12,20 @@ import ast
 import hashlib
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent
+PACKAGE = Path(__file__).resolve().parents[1]  # codelib/
 
 # what turns a completion into a verdict and a reward: extraction, the sandbox, the rewards (and their lint)
-JUDGE = ("extraction.py", "lint.py", "rewards.py", "sandbox*.py", "sandbox*/**/*.py")
+JUDGE = ("engine/extraction.py", "engine/lint.py", "engine/rewards.py", "sandbox*.py", "sandbox*/**/*.py")
 # what draws the eval samples and turns their verdicts into pass@k and its intervals (a changed sampler draws other
 # samples from the same seed)
-SCORE = (*JUDGE, "evaluator.py", "stats.py", "generation.py", "vllm_backend.py")
+SCORE = (
+    *JUDGE,
+    "evaluation/evaluator.py",
+    "evaluation/stats.py",
+    "policy/generation.py",
+    "policy/lora.py",
+    "policy/vllm_backend.py",
+)
 
 
 def files(patterns: tuple[str, ...], root: Path = PACKAGE) -> list[Path]:

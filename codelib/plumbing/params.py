@@ -13,7 +13,7 @@ params/base/ (model-agnostic defaults); a variant extends its profile's file.
 
     python -m codelib.params PARAMS.yaml [key=value ...]   # the merged file as YAML, checked against its Config
 
-Paths (`REPO_ROOT`, `resolve`, `run_dir`, ...) live in `codelib.paths`, JSONL files in `codelib.jsonl`; both are
+Paths (`REPO_ROOT`, `resolve`, `run_dir`, ...) live in `codelib.plumbing.paths`, JSONL files in `codelib.plumbing.jsonl`; both are
 importable from here as well, as they were before.
 """
 
@@ -33,8 +33,8 @@ from typing import Any
 
 import yaml
 
-from codelib.jsonl import append_jsonl, read_jsonl
-from codelib.paths import (
+from codelib.plumbing.jsonl import append_jsonl, read_jsonl
+from codelib.plumbing.paths import (
     REPO_ROOT,
     atomic_write_json,
     atomic_write_text,
@@ -362,7 +362,7 @@ def _module_of_main() -> str:
 def config_class_of(path: str | os.PathLike) -> type | None:
     """The Config a params file mirrors, from its name (`04_grpo.yaml`, a variant `04_grpo_dapo.yaml`); None if
     its name names no stage."""
-    from codelib.stages import STAGES
+    from codelib.plumbing.stages import STAGES
 
     stem = Path(path).stem
     names = [n for n in STAGES if stem == n or stem.startswith(n + "_")]
@@ -375,7 +375,8 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):
         print(
-            _usage(None, "python -m codelib.params") + "\nPrints the file with its extends: chain merged (and the "
+            _usage(None, "python -m codelib.params")
+            + "\nPrints the file with its extends: chain merged (and the "
             "overrides applied) as YAML, after checking it against its stage's Config."
         )
         raise SystemExit(0 if argv else 2)

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 NOT_PROFILES = ("accelerate", "base")  # params/ folders that are no profile: launcher configs, shared defaults
 
 

@@ -2,14 +2,14 @@
 line every so often when nobody can watch a bar (a notebook run by papermill or the pipeline, whose terminal shows
 the lines as they come).
 
-    from codelib.progress import steps, compact
+    from codelib.plumbing.progress import steps, compact
 
     bar = steps(range(start, cfg.steps), total=cfg.steps, initial=start, desc="grpo")
     for step in bar:
         row = train_step(...)
         bar.set_postfix_str(compact(row), refresh=False)   # reward 0.42 · pass 38% · len 41 · kl 0.003
 
-`bar(...)` takes tqdm's arguments (`total`, `desc`, `unit`, `disable`, ...), so `from codelib.progress import bar as
+`bar(...)` takes tqdm's arguments (`total`, `desc`, `unit`, `disable`, ...), so `from codelib.plumbing.progress import bar as
 tqdm` replaces `tqdm.auto.tqdm` in a loop that has one. Headless, a line is printed at most every
 `$CODELIB_PROGRESS_S` seconds (default 20) and at the end, each one line: `grpo: 40/250 (16%) 1:24<7:21, 1.9 s/step
 · reward 0.42 · pass 38%`.

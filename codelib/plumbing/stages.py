@@ -34,16 +34,16 @@ class Stage:
 STAGES: dict[str, Stage] = {
     s.name: s
     for s in (
-        Stage("00_tasks", "codelib.explore.TasksConfig", "data", "tasks", "#999999"),
+        Stage("00_tasks", "codelib.reports.explore.TasksConfig", "data", "tasks", "#999999"),
         Stage("01_sft", "codelib.trainers.sft.Config", "train", "SFT", "#4C72B0", run="sft"),
         Stage("02_reinforce", "codelib.trainers.reinforce.Config", "train", "REINFORCE", "#DD8452", run="reinforce"),
         Stage("03_ppo", "codelib.trainers.ppo.Config", "train", "PPO", "#55A868", run="ppo"),
         Stage("04_grpo", "codelib.trainers.grpo.Config", "train", "GRPO", "#C44E52", run="grpo"),
         Stage("05_dpo", "codelib.trainers.dpo.Config", "train", "DPO", "#8172B3", run="dpo"),
-        Stage("06_eval", "codelib.evaluator.EvalConfig", "eval", "evaluation", "#999999"),
+        Stage("06_eval", "codelib.evaluation.evaluator.EvalConfig", "eval", "evaluation", "#999999"),
         Stage("07_plots", "codelib.reports.PlotsConfig", "report", "plots", "#999999"),
-        Stage("08_study", "codelib.study.StudyReportConfig", "report", "study", "#999999", in_profile=False),
-        Stage("explore", "codelib.explore.ExploreConfig", "report", "explorer", "#999999"),
+        Stage("08_study", "codelib.runner.study.StudyReportConfig", "report", "study", "#999999", in_profile=False),
+        Stage("explore", "codelib.reports.explore.ExploreConfig", "report", "explorer", "#999999"),
         Stage("09_repair", "codelib.trainers.repair.Config", "train", "repair", "#937860", run="repair", opt_in=True),
     )
 }

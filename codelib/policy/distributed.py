@@ -1,7 +1,7 @@
 """Several processes: where each rank's model goes, how a sharded adapter is gathered for saving, and what a sharded
 run refuses. The trainers call these at a few places; everything here is a no-op in one process.
 
-- `rank_device_map()` (from `codelib.models`, where placement lives): the `device_map` of a model that places itself
+- `rank_device_map()` (from `codelib.policy.models`, where placement lives): the `device_map` of a model that places itself
   (4-bit QLoRA): this rank's own GPU, read from accelerate's state (`PartialState().local_process_index`), never
   `torch.cuda.current_device()` (GPU 0 on every rank before accelerate has set the device).
 - `sharding(model)`: "" (one process, DDP), "fsdp1", "fsdp2" or "deepspeed"; `gathered_trainable_state(model)`: the
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from codelib.models import rank_device_map, save_adapter
+from codelib.policy.models import rank_device_map, save_adapter
 
 __all__ = [
     "check_update_fits",

@@ -21,9 +21,16 @@ from dataclasses import dataclass
 import torch
 from transformers.generation.logits_process import TopPLogitsWarper
 
-from codelib.lora import merged_lora
-from codelib.progress import bar as tqdm  # a widget in JupyterLab, a line per interval headless
-from codelib.vllm_backend import VLLM_LORA_MODULES, VLLM_MISSING, _lora_rank_slot, load_vllm, sample_vllm, vllm_plan
+from codelib.plumbing.progress import bar as tqdm  # a widget in JupyterLab, a line per interval headless
+from codelib.policy.lora import merged_lora
+from codelib.policy.vllm_backend import (
+    VLLM_LORA_MODULES,
+    VLLM_MISSING,
+    _lora_rank_slot,
+    load_vllm,
+    sample_vllm,
+    vllm_plan,
+)
 
 __all__ = [
     "STOP_SEQUENCES",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache
 
-from codelib.lora import folded_lora
+from codelib.policy.lora import folded_lora
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 Everything downstream calls `load_policy`, so a stage does not care whether its policy is
 `deepseek-ai/deepseek-coder-1.3b-base`, a merged checkpoint on disk, an SFT adapter, or `"tiny"` (built on demand
-by `codelib.tiny`). The adapter plumbing every trainer shares lives here too: `lora_config(cfg)`, `add_lora`
+by `codelib.policy.tiny`). The adapter plumbing every trainer shares lives here too: `lora_config(cfg)`, `add_lora`
 (a fresh adapter on a merged start policy), `save_adapter` (atomic) and `merge_adapter` (cached).
 """
 
@@ -20,8 +20,8 @@ from accelerate import PartialState
 from peft import LoraConfig, PeftModel, get_peft_model, prepare_model_for_kbit_training
 from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
 
-from codelib.params import resolve
-from codelib.tiny import (
+from codelib.plumbing.params import resolve
+from codelib.policy.tiny import (
     BOS,
     BUILD_FILE,
     EOS,

@@ -1,8 +1,8 @@
 """The tiny policy of the `tiny` profile, built from nothing: a byte-level BPE tokenizer and a ~0.9M-parameter
-Llama-architecture model pretrained here on CPU on the synthetic training split (`codelib.synthetic`), cached as an
+Llama-architecture model pretrained here on CPU on the synthetic training split (`codelib.tasks.synthetic`), cached as an
 ordinary HF model directory under `checkpoints/tiny/base`. Its pretraining is kept deliberately short: the base
 model should be clearly worse than what LoRA SFT makes of it, and SFT in turn should stop where RL still has room
-(see TINY.md). `codelib.models.load_policy("tiny")` builds it on demand.
+(see TINY.md). `codelib.policy.models.load_policy("tiny")` builds it on demand.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from codelib import synthetic
+from codelib.tasks import synthetic
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 TINY_DIR = REPO_ROOT / "checkpoints" / "tiny" / "base"
 BUILD_FILE = "tiny_build.json"  # the settings a cached tiny model was built with
 

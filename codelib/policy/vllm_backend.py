@@ -1,5 +1,5 @@
 """vLLM as a generation backend (optional; GPU only): how a checkpoint is served (as LoRA on its base, or merged),
-loading it, and sampling. `codelib.generation.generate(..., backend="vllm")` comes here; nothing imports vLLM until a
+loading it, and sampling. `codelib.policy.generation.generate(..., backend="vllm")` comes here; nothing imports vLLM until a
 run asks for it.
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from codelib.models import _resolve_base, build_tiny_model, merge_adapter
-from codelib.params import resolve
+from codelib.plumbing.params import resolve
+from codelib.policy.models import _resolve_base, build_tiny_model, merge_adapter
 
 VLLM_MISSING = (
     "backend='vllm' needs the vllm package, which is not installed: pip install -r requirements-vllm.txt "

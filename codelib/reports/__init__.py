@@ -5,7 +5,7 @@ summary.json (evaluation). `write_results` writes the profile's one results tabl
 (plain numeric columns) and results.md (what the README embeds); the eval stage calls it. `make_all` (07_plots)
 writes the PNGs to <out_dir>/figures/ (the pipeline's out_dir: reports/<profile>/).
 
-Every figure follows the same rules: a stage has one colour everywhere (`codelib.stages.color_of`), shares are
+Every figure follows the same rules: a stage has one colour everywhere (`codelib.plumbing.stages.color_of`), shares are
 drawn in %, legends sit outside the panels, and a quantity a run did not compute (a metrics key missing or null, as
 KL at beta 0) is written "not computed" in its panel, never drawn as 0.
 """
@@ -23,11 +23,11 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from codelib.params import REPO_ROOT, atomic_write_text, read_jsonl, reports_root, resolve
-from codelib.paths import profile_dir as ckpt_root  # checkpoints/<profile>/ (codelib.paths: every run directory)
-from codelib.stages import color_of, stage_of
-from codelib.stats import summary_curve
-from codelib.verdicts import VERDICT_CLASSES, class_counts
+from codelib.plumbing.params import REPO_ROOT, atomic_write_text, read_jsonl, reports_root, resolve
+from codelib.plumbing.paths import profile_dir as ckpt_root  # checkpoints/<profile>/ (codelib.plumbing.paths: every run directory)
+from codelib.plumbing.stages import color_of, stage_of
+from codelib.evaluation.stats import summary_curve
+from codelib.engine.verdicts import VERDICT_CLASSES, class_counts
 
 TABLE_COLUMNS = ["checkpoint", "method", "pass@1", "ci_low", "ci_high", "passed", "tasks", "avg_tokens"]
 DIFF_COLUMNS = ["diff_vs_baseline", "diff_ci_low", "diff_ci_high"]
@@ -93,7 +93,7 @@ def load_summaries(profile: str, names: list[str] | None = None) -> dict[str, di
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# figure conventions: one colour per stage (codelib.stages), shares in %, "not computed" where a run logged nothing
+# figure conventions: one colour per stage (codelib.plumbing.stages), shares in %, "not computed" where a run logged nothing
 
 NOT_COMPUTED = "not computed"
 # (metric key, title in words, a share drawn in %)
@@ -134,7 +134,7 @@ PERCENT = {k for k, _, p in CURVES if p} | {
     "repaired_share",
     "eval_pass@1",
 }
-CLASSES = VERDICT_CLASSES  # the one list, codelib.verdicts
+CLASSES = VERDICT_CLASSES  # the one list, codelib.engine.verdicts
 # verdict classes get colours no stage uses (a stage's colour means that stage in every figure)
 CLASS_COLORS = {
     "passed": "#1B9E77",
@@ -239,7 +239,7 @@ def _same_as(rows: list[dict], key: str, others: tuple[str, ...], tol: float) ->
 
 def plot_training_curves(profile: str, stages: list[str], window: int = 5):
     """The online RL runs side by side: reward, rollout pass rate, length, KL, clipping, zero-variance groups, the
-    sandbox's share, the rollouts' verdict classes and each reward term. One colour per stage (codelib.stages; a
+    sandbox's share, the rollouts' verdict classes and each reward term. One colour per stage (codelib.plumbing.stages; a
     second run of a stage dashed); a quantity a run did not compute is written "not computed" in its panel, never
     drawn as 0. Left out and named below: a panel that is 0 in every run, the mean reward where it is the pass rate
     within 0.01 in every run, and a reward term that repeats the reward or the pass rate. Losses are not drawn here:

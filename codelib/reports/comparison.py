@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from codelib import evaluator
-from codelib.params import atomic_write_text, main_config, read_jsonl, reports_root
+from codelib.evaluation import evaluator
+from codelib.plumbing.params import atomic_write_text, main_config, read_jsonl, reports_root
 from codelib.reports import CLASSES, ckpt_root, eval_classes, load_summaries, pct, run_dir_of
 
 
@@ -180,7 +180,7 @@ def write_comparison(profile: str, summaries: dict[str, dict] | None = None, bas
 
 def stage_module(params_file: Path) -> str:
     """The trainer module a training params file runs: from its stage number (02_reinforce_rloo -> 02_reinforce)."""
-    from codelib.stages import STAGES
+    from codelib.plumbing.stages import STAGES
 
     number = params_file.name[:2]
     for name, stage in STAGES.items():
@@ -193,7 +193,7 @@ def run_fingerprint(params_file: Path) -> str:
     """A hash of the merged params of a run: a run whose done.json holds it is current."""
     import hashlib
 
-    from codelib.params import load_yaml
+    from codelib.plumbing.params import load_yaml
 
     text = json.dumps(load_yaml(params_file), sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -202,8 +202,8 @@ def run_fingerprint(params_file: Path) -> str:
 def same_config(run: Path, params_file: Path) -> bool:
     """Whether `run` finished (its adapter and kept.json or train_summary.json exist) training exactly what
     `params_file` asks for (its config.json holds the same Config fields), e.g. a stage the pipeline trained."""
-    from codelib.params import config_to_dict, load_config
-    from codelib.stages import STAGES
+    from codelib.plumbing.params import config_to_dict, load_config
+    from codelib.plumbing.stages import STAGES
 
     if not (run / "config.json").exists() or not (run / "adapter_model.safetensors").exists():
         return False
@@ -225,7 +225,7 @@ def train_missing(spec: Path, dry_run: bool = False) -> list[str]:
     from its last checkpoint if it stopped; done.json is written when it finished. Returns the names trained."""
     import subprocess
 
-    from codelib.params import load_yaml, resolve
+    from codelib.plumbing.params import load_yaml, resolve
 
     cfg = load_yaml(spec)
     trained = []
@@ -243,7 +243,7 @@ def train_missing(spec: Path, dry_run: bool = False) -> list[str]:
         if dry_run:
             continue
         subprocess.run([sys.executable, "-m", stage_module(params_file), str(params_file)], check=True)
-        from codelib.params import atomic_write_json
+        from codelib.plumbing.params import atomic_write_json
 
         atomic_write_json(done, {"params": fp, "file": str(rel)})
     return trained
@@ -255,7 +255,7 @@ def main(argv: list[str] | None = None) -> None:
     comparison of every evaluated checkpoint, reports/<profile>/comparison.md."""
     import subprocess
 
-    from codelib.params import USER_ERRORS, ParamsError, fail, load_yaml
+    from codelib.plumbing.params import USER_ERRORS, ParamsError, fail, load_yaml
 
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in ("-h", "--help"):

@@ -1,6 +1,6 @@
 """The report of multi-turn repair's evaluation: reports/<profile>/repair/ (summary.md, comparisons.csv, figures).
 
-Reads the summaries `codelib.repair_eval` computes; `cfg` is the repair stage's Config.
+Reads the summaries `codelib.evaluation.repair_eval` computes; `cfg` is the repair stage's Config.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from codelib.paths import report_dir
+from codelib.plumbing.paths import report_dir
 
 PROBE = "probe"  # the probe's task set: its eval summaries under repair_eval/probe/, its report section and figures
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from codelib.params import REPO_ROOT, config_to_dict
+from codelib.plumbing.params import REPO_ROOT, config_to_dict
 
 
 def command(module: str, params: str | Path, processes: int, config: str | None = None) -> list[str]:

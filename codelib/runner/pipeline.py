@@ -6,7 +6,7 @@ Opt-in stages (`OPT_IN`: the multi-turn repair stage) run only when named: `pyth
 Each stage is `notebooks/NN_name.ipynb` run with `params/<profile>/NN_name.yaml`; the executed copy lands in
 `reports/<profile>/`. All params files are checked against their Config before anything runs (unknown, missing
 or mistyped key -> error naming the key and the file). A stage whose params (with their `extends:` bases), notebook and upstream stages are
-unchanged since its last successful run, whose judging code (extraction, sandbox, rewards: `codelib.fingerprint`)
+unchanged since its last successful run, whose judging code (extraction, sandbox, rewards: `codelib.plumbing.fingerprint`)
 is unchanged if it judges completions, and whose run directories still exist, is skipped unless `--force`.
 A failing stage stops the run, naming the notebook, the cell and the error; its executed notebook is kept for
 inspection.
@@ -38,9 +38,9 @@ from pathlib import Path
 
 import papermill as pm
 
-from codelib import stages as stage_registry
-from codelib.fingerprint import JUDGE, SCORE, code_hash
-from codelib.params import (
+from codelib.plumbing import stages as stage_registry
+from codelib.plumbing.fingerprint import JUDGE, SCORE, code_hash
+from codelib.plumbing.params import (
     REPO_ROOT,
     ParamsError,
     atomic_write_json,
@@ -49,7 +49,7 @@ from codelib.params import (
     load_yaml,
     run_dir,
 )
-from codelib.paths import profiles
+from codelib.plumbing.paths import profiles
 
 # stage -> Config class its params mirror (the order is the run order), from the one stage registry
 STAGES = {name: stage.config for name, stage in stage_registry.STAGES.items()}
@@ -245,7 +245,7 @@ def build_tiny(log=print) -> float:
     """Pretrain the tiny base model now, as its own step, when the cached one is missing or stale; its seconds."""
     from dataclasses import asdict
 
-    from codelib import tiny
+    from codelib.policy import tiny
 
     if tiny._read_build(tiny.TINY_DIR) == asdict(tiny.TinyBuild()):
         return 0.0
@@ -284,7 +284,9 @@ def run(
             params[stage] = {**params[stage], "out_dir": _rel(reports, root) if root == REPO_ROOT else str(reports)}
     # stamps live beside the checkpoints: wiping checkpoints/ (or a fresh clone with committed reports) reruns all
     stamps = (checkpoints_root() if root == REPO_ROOT else root / "checkpoints") / profile / ".stamps"
-    os.environ["CODELIB_HEADLESS"] = "1"  # widgets print, bars print lines (codelib.progress, codelib.explore)
+    os.environ["CODELIB_HEADLESS"] = (
+        "1"  # widgets print, bars print lines (codelib.plumbing.progress, codelib.reports.explore)
+    )
     all_stages = profile_stages(profile, root)
     results = []
     if root == REPO_ROOT and uses_tiny(params):

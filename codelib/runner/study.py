@@ -41,12 +41,19 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from codelib import evaluator, pipeline
-from codelib.fingerprint import module_sources
-from codelib.models import checkpoint_fingerprint
-from codelib.params import REPO_ROOT, ParamsError, atomic_write_json, resolve
-from codelib.study_file import Run, Study, StudyError, load_study, load_summaries
-from codelib.study_report import StudyReportConfig, make_figures, paired_two_level, summarise, two_level_bootstrap
+from codelib.evaluation import evaluator
+from codelib.plumbing.fingerprint import module_sources
+from codelib.plumbing.params import REPO_ROOT, ParamsError, atomic_write_json, resolve
+from codelib.policy.models import checkpoint_fingerprint
+from codelib.runner import pipeline
+from codelib.runner.study_file import Run, Study, StudyError, load_study, load_summaries
+from codelib.runner.study_report import (
+    StudyReportConfig,
+    make_figures,
+    paired_two_level,
+    summarise,
+    two_level_bootstrap,
+)
 
 __all__ = ["Run", "Study", "StudyError", "StudyReportConfig", "evaluate_study", "load_study", "load_summaries",
            "make_figures", "module_sources", "paired_two_level", "run_key", "run_study", "stage_sources", "summarise",
@@ -62,9 +69,9 @@ def stage_sources(stage: str) -> dict[str, str]:
     when any of it is used (its worker, judge and harness run as separate programs, not imports). The evaluator is in
     it (evaluation during training and `keep: best` score through it); the study's own code and other trainers are
     not: a change there does not retrain a study."""
-    sources = module_sources(f"import {_config_module(stage)}\nimport codelib.launch\n")
+    sources = module_sources(f"import {_config_module(stage)}\nimport codelib.runner.launch\n")
     if any(m.startswith("codelib.sandbox") for m in sources):
-        pkg = Path(__file__).resolve().parent / "sandbox"
+        pkg = Path(__file__).resolve().parents[1] / "sandbox"
         sources.update({f"codelib.sandbox.{p.stem}": p.read_text() for p in sorted(pkg.glob("*.py")) if p.stem != "__init__"})  # fmt: skip
     return dict(sorted(sources.items()))
 

@@ -1,5 +1,5 @@
 """A study file, read strictly: the grid of arms x training seeds it describes (`load_study`), each run's params
-built into its stage's Config before anything runs. `codelib.study` runs the grid; `codelib.study_report`
+built into its stage's Config before anything runs. `codelib.runner.study` runs the grid; `codelib.runner.study_report`
 summarises it.
 """
 
@@ -13,11 +13,19 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from codelib import pipeline
-from codelib.evaluator import EvalConfig
-from codelib.params import REPO_ROOT, ParamsError, build_config, checkpoints_root, load_yaml, reports_root, resolve
-from codelib.paths import profiles
-from codelib.stages import TRAIN_STAGES
+from codelib.evaluation.evaluator import EvalConfig
+from codelib.plumbing.params import (
+    REPO_ROOT,
+    ParamsError,
+    build_config,
+    checkpoints_root,
+    load_yaml,
+    reports_root,
+    resolve,
+)
+from codelib.plumbing.paths import profiles
+from codelib.plumbing.stages import TRAIN_STAGES
+from codelib.runner import pipeline
 
 STUDY_KEYS = {
     "description": "one line: what the study asks",
@@ -240,7 +248,7 @@ def load_study(path: str | Path, split: str = "") -> Study:
     eval_yaml = REPO_ROOT / "params" / profile / "06_eval.yaml"
     if not eval_yaml.exists():
         raise StudyError(f"{where}: profile {profile!r} has no 06_eval.yaml; the study's evaluation starts from it")
-    from codelib.evaluator import EvalConfig
+    from codelib.evaluation.evaluator import EvalConfig
 
     _, eval_fields = _stage_fields("06_eval")
     bad = sorted(set(eval_values) - eval_fields)

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from codelib.params import REPO_ROOT, atomic_write_text
-from codelib.passk import curves_frame, pass_at_k_matrix
+from codelib.evaluation.passk import curves_frame, pass_at_k_matrix
+from codelib.plumbing.params import REPO_ROOT, atomic_write_text
+from codelib.plumbing.stages import STAGES, color_of
 from codelib.reports import save_figures
-from codelib.stages import STAGES, color_of
-from codelib.study_file import Study, load_study, load_summaries
+from codelib.runner.study_file import Study, load_study, load_summaries
 
 # ---------------------------------------------------------------------------------------------------------------
 # statistics: seeds and tasks
@@ -352,7 +352,7 @@ def plot_comparisons(s: StudySummary):
 
 def plot_curves(s: StudySummary):
     """pass@k per arm (mean over seeds, two-level band) with each seed's curve as a thin line."""
-    from codelib import passk
+    from codelib.evaluation import passk
 
     fig = passk.plot_curves(
         {g: c for g, c in s.curves.items()}, title="pass@k: mean over seeds, 95% CI (seeds + tasks)"

@@ -89,7 +89,7 @@ class Job:
     truthy: bool = False  # function: a returned object that is not plain data crosses as bool(it) (TRUTHY_TASKS)
     imports: tuple = ()  # function: stdlib modules the tests use without importing them
     compare: str = ""  # calls: the value comparator (`compare.value_equal`'s name; "" = the default)
-    # a task's own limits as factors of the pool's limits, for a limit left None (`codelib.task.limits_for`)
+    # a task's own limits as factors of the pool's limits, for a limit left None (`codelib.tasks.task.limits_for`)
     limit_scale: tuple = ()  # () or (time factor, memory factor)
 
 

@@ -177,7 +177,7 @@ def compile_tests(head: str, tests: str, filename: str = "<program>", got: bool 
     function, is wrapped so that a failing one is counted (`__codelib_fail__`) and the next still runs. `head` and
     `tests` compile separately, so a solution cannot swallow the tests (an unclosed string is a syntax error).
     got=True (the judge): in `assert <call> == <expected>` the call's value passes through `__codelib_got__`, so a
-    failing assert can say what the function returned (the feedback of multi-turn repair, `codelib.repair`).
+    failing assert can say what the function returned (the feedback of multi-turn repair, `codelib.engine.repair`).
     """
     import ast  # here, not at the top: only the judge and an inside run need it, and every fork pays for the worker's size
 

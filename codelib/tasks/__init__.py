@@ -1,13 +1,13 @@
 """Tasks: load any benchmark's split as `Task`s (`load_tasks`), and the adapters of the bundled ones.
 
-A `Task` (`codelib.task`) is what the policy sees (`prompt`), what the sandbox checks (`tests`) and what proves the
+A `Task` (`codelib.tasks.task`) is what the policy sees (`prompt`), what the sandbox checks (`tests`) and what proves the
 tests are satisfiable (`canonical_solution`). Function tasks (HumanEval, MBPP, synthetic) are checked by running
 `prompt + completion + tests`; stdin/stdout tasks (CodeContests) by running the completion as a program on each
 input file and comparing its output.
 
 The benchmark files ship inside the package (`codelib/data/`, with their licences in its README);
 `source="hub"` loads the same datasets through `datasets.load_dataset` instead. TACO-verified, the full
-CodeContests and LiveCodeBench exist only on the hub (their adapters: `codelib.hub_tasks`, `codelib.livecodebench`).
+CodeContests and LiveCodeBench exist only on the hub (their adapters: `codelib.tasks.hub`, `codelib.tasks.livecodebench`).
 """
 
 from __future__ import annotations
@@ -15,11 +15,13 @@ from __future__ import annotations
 import json
 import random
 
-from codelib import hub_tasks, livecodebench, synthetic, task_rows
-from codelib import task as base
-from codelib.hub_tasks import codecontests_task, taco_task
-from codelib.livecodebench import LCB_REPO, decode_lcb_tests, livecodebench_task
-from codelib.task import (
+from codelib.tasks import hub as hub_tasks
+from codelib.tasks import livecodebench, synthetic
+from codelib.tasks import rows as task_rows
+from codelib.tasks import task as base
+from codelib.tasks.hub import codecontests_task, taco_task
+from codelib.tasks.livecodebench import LCB_REPO, decode_lcb_tests, livecodebench_task
+from codelib.tasks.task import (
     DATA_DIR,
     STDIO_INSTRUCTION,
     Task,

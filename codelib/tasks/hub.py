@@ -1,4 +1,4 @@
-"""Hub-only adapters: the full CodeContests and TACO-verified (LiveCodeBench: `codelib.livecodebench`), read in their
+"""Hub-only adapters: the full CodeContests and TACO-verified (LiveCodeBench: `codelib.tasks.livecodebench`), read in their
 own schemas, each task judged by its benchmark's own rules (`Task.compare`, see codelib/sandbox/compare.py and docs/datasets.md).
 
 A record that does not match its schema, or that this sandbox cannot judge (file input/output, no tests at all), is
@@ -13,9 +13,9 @@ import json
 import math
 from pathlib import Path
 
-from codelib import task as base
-from codelib.task import STDIO_INSTRUCTION, TACO_PRELUDE, Task, TaskError, big_ints, make_task
-from codelib.task_rows import Rows, _call_prompt, _cases, _megabytes, _need, _seconds
+from codelib.tasks import task as base
+from codelib.tasks.rows import Rows, _call_prompt, _cases, _megabytes, _need, _seconds
+from codelib.tasks.task import STDIO_INSTRUCTION, TACO_PRELUDE, Task, TaskError, big_ints, make_task
 
 # CodeContests (deepmind/code_contests, CC BY 4.0): 13,328 train / 117 valid / 165 test problems.
 # Schema (contest_problem.proto): name, description, public_tests / private_tests / generated_tests as

@@ -12,9 +12,9 @@ import re
 import zlib
 from datetime import datetime
 
-from codelib import task as base
-from codelib.task import STDIO_INSTRUCTION, Task, TaskError, big_ints, make_task
-from codelib.task_rows import Rows, Skip, _call_prompt, _need
+from codelib.tasks import task as base
+from codelib.tasks.rows import Rows, Skip, _call_prompt, _need
+from codelib.tasks.task import STDIO_INSTRUCTION, Task, TaskError, big_ints, make_task
 
 # LiveCodeBench (livecodebench/code_generation_lite; problems from LeetCode, AtCoder, Codeforces, each with its
 # contest date, so a model is tested on problems published after its training cut-off). The hub repository is a set

@@ -1,5 +1,5 @@
 """Reading a dataset's many records: one bad record costs that record, not the load (`Rows` skips and counts it, one
-warning per load); the helpers the hub adapters (`codelib.hub_tasks`, `codelib.livecodebench`) and the bundled loaders
+warning per load); the helpers the hub adapters (`codelib.tasks.hub`, `codelib.tasks.livecodebench`) and the bundled loaders
 share.
 """
 
@@ -10,7 +10,7 @@ import math
 import re
 import warnings
 
-from codelib.task import LCB_PRELUDE, Task, TaskError
+from codelib.tasks.task import LCB_PRELUDE, Task, TaskError
 
 # ---------------------------------------------------------------------------------------------------------------
 # reading many records: one bad record costs that record, not the load

@@ -21,7 +21,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from codelib.task import Task
+from codelib.tasks.task import Task
 
 FAMILIES = ("arith", "cond", "two_arg", "string", "list")
 

@@ -1,7 +1,7 @@
 """The record every benchmark becomes (`Task`), the rules that hold for any task, and the readers of its sources.
 
-`codelib.tasks` builds Tasks from the bundled benchmarks and `codelib.hub_tasks` from hub-only ones; both, and
-`codelib.synthetic`, import this module, which imports none of them.
+`codelib.tasks` builds Tasks from the bundled benchmarks and `codelib.tasks.hub` from hub-only ones; both, and
+`codelib.tasks.synthetic`, import this module, which imports none of them.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from codelib import jsonl
+from codelib.plumbing import jsonl
 
-DATA_DIR = Path(__file__).resolve().parent / "data"
+DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 STDIO_INSTRUCTION = "\n\nWrite a Python 3 program that reads the input from standard input and prints the answer.\n"
 
 
@@ -161,7 +161,7 @@ def big_ints():
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    """A bundled data file's records (codelib.jsonl's reader, strict: a missing file or a bad line is an error)."""
+    """A bundled data file's records (codelib.plumbing.jsonl's reader, strict: a missing file or a bad line is an error)."""
     return jsonl.read_jsonl(path, strict=True)
 
 

@@ -22,14 +22,15 @@ import torch.distributed as dist
 from accelerate import Accelerator
 from accelerate.utils import gather_object
 
-from codelib import checkpoints, metrics, rewards, rollout
 from codelib.algorithms.advantages import zero_std_groups
 from codelib.algorithms.losses import KL_ESTIMATORS
-from codelib.distributed import refuse_sharded_loop
-from codelib.eval_sampling import EVAL_SAMPLING
-from codelib.generation import generate, stops_for
-from codelib.models import DEFAULT_TARGETS, add_lora, save_adapter
-from codelib.params import atomic_write_json, config_to_dict, run_dir
+from codelib.engine import metrics, rewards, rollout
+from codelib.evaluation.eval_sampling import EVAL_SAMPLING
+from codelib.plumbing import checkpoints
+from codelib.plumbing.params import atomic_write_json, config_to_dict, run_dir
+from codelib.policy.distributed import refuse_sharded_loop
+from codelib.policy.generation import generate, stops_for
+from codelib.policy.models import DEFAULT_TARGETS, add_lora, save_adapter
 from codelib.tasks import load_tasks
 
 
@@ -149,7 +150,7 @@ def eval_tasks(cfg: TrainEvalConfig) -> list:
 def heldout_eval(model, tokenizer, cfg: TrainEvalConfig, tasks: list) -> dict:
     """Held-out pass@1 of the current policy through the evaluator's scoring and the sandbox: eval_pass@1 with its
     95% interval over tasks, and the share of each verdict class (eval_verdicts/<class>). RNG states are kept."""
-    from codelib.evaluator import score_completions  # the eval stage's one scoring path
+    from codelib.evaluation.evaluator import score_completions  # the eval stage's one scoring path
 
     rows = len(tasks) * cfg.eval_samples
     with torch.random.fork_rng(devices=[]):
@@ -340,9 +341,9 @@ class OnlineRun:
         return {k: self.acc.unwrap_model(m) for k, m in self.heads.items()}
 
     def steps(self):
-        """The steps still to run, as a progress bar (`codelib.progress`: a widget in JupyterLab, one line per ~20 s
+        """The steps still to run, as a progress bar (`codelib.plumbing.progress`: a widget in JupyterLab, one line per ~20 s
         headless) whose postfix `record` sets to the last step's reward, pass rate, length and KL."""
-        from codelib.progress import steps as progress_steps
+        from codelib.plumbing.progress import steps as progress_steps
 
         self.bar = progress_steps(
             range(self.start + 1, self.cfg.steps + 1),
@@ -438,7 +439,7 @@ class OnlineRun:
                 log_row["eval_s"] = time.time() - t_eval
             self.log.log(log_row)
             if getattr(self, "bar", None) is not None:
-                from codelib.progress import compact
+                from codelib.plumbing.progress import compact
 
                 self.bar.set_postfix_str(compact(log_row), refresh=False)
             if step % self.cfg.save_every == 0 or step == self.cfg.steps:

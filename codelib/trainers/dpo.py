@@ -1,7 +1,7 @@
 """Offline DPO from executed candidates: baseline -> candidates -> annotation -> preference pairs -> TRL DPO.
 
 The starting policy (an SFT adapter) samples N candidates per training task; the sandbox annotates them;
-`codelib.candidates` turns them into n-best lists and (passing, failing) pairs; TRL's DPOTrainer then trains a
+`codelib.engine.candidates` turns them into n-best lists and (passing, failing) pairs; TRL's DPOTrainer then trains a
 fresh LoRA adapter on the start policy merged into its base, so DPO's frozen reference (the adapter switched
 off) is exactly the starting adapter's policy.
 
@@ -17,11 +17,11 @@ from datasets import Dataset
 from transformers.trainer_utils import get_last_checkpoint
 from trl import DPOConfig, DPOTrainer
 
-from codelib.candidates import RANKING, PairRule, annotate, build_preferences, generate_candidates
-from codelib.distributed import save_gathered
-from codelib.metrics import trainer_callback
-from codelib.models import adapters_fp32, load_policy, lora_config, starting_model_dir
-from codelib.params import atomic_write_json, config_to_dict, main_config, read_jsonl, resolve
+from codelib.engine.candidates import RANKING, PairRule, annotate, build_preferences, generate_candidates
+from codelib.engine.metrics import trainer_callback
+from codelib.plumbing.params import atomic_write_json, config_to_dict, main_config, read_jsonl, resolve
+from codelib.policy.distributed import save_gathered
+from codelib.policy.models import adapters_fp32, load_policy, lora_config, starting_model_dir
 from codelib.tasks import load_tasks
 from codelib.trainers.common import SamplingConfig, seed_everything, trainer_args
 
@@ -61,7 +61,7 @@ def sampled_ids(pairs: list[dict], tokenizer, max_length: int) -> list[dict]:
     ids (ending where the sampler stopped: a stop sequence's tokens or eos), not its decoded text re-tokenised with
     an added eos. The completion is cut to fit max_length (the prompt is kept whole, as the sampler saw it). Pairs
     without ids (written by hand, or by a run before ids were kept) become text rows that TRL tokenises."""
-    from codelib.generation import encode_prompts
+    from codelib.policy.generation import encode_prompts
 
     if any(p.get("chosen_ids") is None or p.get("rejected_ids") is None for p in pairs):
         print("[dpo] pairs without sampled ids (written by hand or by an older run): TRL tokenises their text")
@@ -173,7 +173,7 @@ def train(cfg: Config) -> Path:
         callbacks=[trainer_callback(out / "metrics.jsonl")],
     )
     adapters_fp32(trainer.model)  # TRL casts a 4-bit model's adapters to bf16; our loops train them in fp32
-    from codelib.progress import use_progress
+    from codelib.plumbing.progress import use_progress
 
     use_progress(trainer, cfg.stage)  # one bar: a widget in JupyterLab, a line per ~20 s headless
     last = get_last_checkpoint(str(out)) if any(out.glob("checkpoint-*")) else None

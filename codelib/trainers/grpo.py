@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codelib.algorithms import ALGORITHMS
-from codelib.params import config_to_dict, main_config
+from codelib.plumbing.params import config_to_dict, main_config
 from codelib.trainers import online
 from codelib.trainers.common import TrainEvalConfig
 

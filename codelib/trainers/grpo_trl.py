@@ -21,12 +21,13 @@ from transformers import TrainerCallback
 from transformers.trainer_utils import get_last_checkpoint
 from trl import GRPOConfig, GRPOTrainer
 
-from codelib import metrics, rewards, sandbox
-from codelib.distributed import gathered_trainable_state, grpo_batches, refuse_rank0_work
-from codelib.generation import find_stop, stops_for, trim
-from codelib.models import adapters_fp32, load_policy, lora_config, starting_model_dir
-from codelib.params import atomic_write_json, config_to_dict
-from codelib.rewards import make_rewards
+from codelib import sandbox
+from codelib.engine import metrics, rewards
+from codelib.engine.rewards import make_rewards
+from codelib.plumbing.params import atomic_write_json, config_to_dict
+from codelib.policy.distributed import gathered_trainable_state, grpo_batches, refuse_rank0_work
+from codelib.policy.generation import find_stop, stops_for, trim
+from codelib.policy.models import adapters_fp32, load_policy, lora_config, starting_model_dir
 from codelib.tasks import load_tasks
 from codelib.trainers.common import Keeper, seed_everything, trainer_args, write_rank_checksums
 
@@ -249,7 +250,7 @@ def train(cfg) -> Path:
     trainer = StoppingTrainer(model=model, reward_funcs=funcs, args=args, train_dataset=dataset,
                           processing_class=tokenizer, peft_config=lora_config(cfg), callbacks=[callback])  # fmt: skip
     adapters_fp32(trainer.model)  # TRL casts a 4-bit model's adapters to bf16; our loops train them in fp32
-    from codelib.progress import use_progress
+    from codelib.plumbing.progress import use_progress
 
     use_progress(trainer, cfg.stage)  # one bar: a widget in JupyterLab, a line per ~20 s headless
     refuse_rank0_work(trainer.accelerator, cfg)  # eval on rank 0 alone would hang under FSDP

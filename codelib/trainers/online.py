@@ -23,8 +23,8 @@ import torch
 
 from codelib.algorithms import ALGORITHMS, AdvantageInput, aggregate, compute_advantages, parts_of, policy_loss
 from codelib.algorithms.losses import check_kl, kl_estimate
-from codelib.logprobs import Batch, kl_to_start, make_batch, reference_logprobs, token_logprobs
-from codelib.params import main_config
+from codelib.plumbing.params import main_config
+from codelib.policy.logprobs import Batch, kl_to_start, make_batch, reference_logprobs, token_logprobs
 from codelib.trainers.common import OnlineConfig, OnlineRun
 
 RATIO_LOSSES = ("clip", "gspo", "cispo")  # policy losses that read the sampling policy's log-probs

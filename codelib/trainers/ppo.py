@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from codelib.params import main_config
-from codelib.rewards import PASS_MINUS_LENGTH
+from codelib.engine.rewards import PASS_MINUS_LENGTH
+from codelib.plumbing.params import main_config
 from codelib.trainers import online
 from codelib.trainers.online import dropout_active, value_head, value_loss_of  # noqa: F401  (public since PPO had them)
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from codelib.params import main_config
-from codelib.rewards import PASS_MINUS_LENGTH
+from codelib.engine.rewards import PASS_MINUS_LENGTH
+from codelib.plumbing.params import main_config
 from codelib.trainers import online
 
 BASELINES = ("moving_average", "none", "rloo")

@@ -1,6 +1,6 @@
 """Multi-turn repair RL: attempt -> test feedback -> attempt, RLOO advantages on the final attempt's reward.
 
-Per step: a batch of training tasks, `samples_per_task` episodes of each (`codelib.repair.run_episodes`): the
+Per step: a batch of training tasks, `samples_per_task` episodes of each (`codelib.engine.repair.run_episodes`): the
 policy writes an attempt; the sandbox judges it on the task's public tests (the feedback) and on all its tests (the
 verdict); while the public tests fail and turns remain, the policy sees its attempt and the feedback and tries
 again. An episode's reward is the configured reward (`rewards`) of its *last* attempt on all tests, times
@@ -9,9 +9,9 @@ episodes (RLOO, Kool et al. 2019): A_i = r_i - mean_{j != i} r_j. The loss is -A
 policy's own tokens in the episode (every attempt; the prompt, earlier attempts as context and the feedback are
 masked), summed over tokens and averaged over episodes. Only the LoRA parameters train.
 
-Before the RL run, `train_sft`: SFT with repair examples mixed in (`codelib.repair_data`), so the policy knows the
-format. After it, `evaluate` (`codelib.repair_eval`, importable from here): the three-way comparison for each
-checkpoint, written up by `codelib.repair_report`.
+Before the RL run, `train_sft`: SFT with repair examples mixed in (`codelib.engine.repair_data`), so the policy knows the
+format. After it, `evaluate` (`codelib.evaluation.repair_eval`, importable from here): the three-way comparison for each
+checkpoint, written up by `codelib.reports.repair`.
 
     python -m codelib.trainers.repair params/tiny/09_repair.yaml
 """
@@ -25,12 +25,12 @@ from pathlib import Path
 
 import torch
 
-from codelib import metrics, repair, repair_data, rollout
-from codelib.eval_sampling import EVAL_SAMPLING
-from codelib.logprobs import kl_to_start, make_batch, reference_logprobs, token_logprobs
-from codelib.params import load_config, main_config
-from codelib.repair_eval import PROBE, eval_dir, eval_sets, evaluate  # noqa: F401  (the stage's evaluation, old home)
-from codelib.repair_report import write_report  # noqa: F401  (old home)
+from codelib.engine import metrics, repair, repair_data, rollout
+from codelib.evaluation.eval_sampling import EVAL_SAMPLING
+from codelib.evaluation.repair_eval import PROBE, eval_dir, eval_sets, evaluate  # noqa: F401  (the stage's evaluation, old home)
+from codelib.plumbing.params import load_config, main_config
+from codelib.policy.logprobs import kl_to_start, make_batch, reference_logprobs, token_logprobs
+from codelib.reports.repair import write_report  # noqa: F401  (old home)
 from codelib.tasks import load_tasks, tasks_to_rows
 from codelib.trainers.common import OnlineRun, SamplingConfig
 

@@ -20,10 +20,10 @@ from datasets import Dataset
 from transformers.trainer_utils import get_last_checkpoint
 from trl import SFTConfig, SFTTrainer
 
-from codelib.distributed import save_gathered
-from codelib.metrics import trainer_callback
-from codelib.models import adapters_fp32, load_policy, lora_config
-from codelib.params import atomic_write_json, config_to_dict, main_config
+from codelib.engine.metrics import trainer_callback
+from codelib.plumbing.params import atomic_write_json, config_to_dict, main_config
+from codelib.policy.distributed import save_gathered
+from codelib.policy.models import adapters_fp32, load_policy, lora_config
 from codelib.tasks import load_tasks
 from codelib.trainers.common import StageConfig, trainer_args
 
@@ -98,7 +98,7 @@ def train(cfg: Config, tasks: list | None = None) -> Path:
         callbacks=[trainer_callback(out / "metrics.jsonl")],
     )
     adapters_fp32(trainer.model)  # TRL casts a 4-bit model's adapters to bf16; our loops train them in fp32
-    from codelib.progress import use_progress
+    from codelib.plumbing.progress import use_progress
 
     use_progress(trainer, cfg.stage)  # one bar: a widget in JupyterLab, a line per ~20 s headless
     last = get_last_checkpoint(str(out)) if any(out.glob("checkpoint-*")) else None
