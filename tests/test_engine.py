@@ -190,6 +190,29 @@ def test_reinforce_logs_entropy_and_no_ratio(tiny_sft):
     assert "clip_frac" not in row and "ratio_mean" not in row  # a quantity REINFORCE does not compute is absent
 
 
+@pytest.mark.slow
+def test_the_trl_backend_logs_the_engine_keys_and_its_samples(tiny_sft):
+    """backend: trl reads only what TRL offers publicly (the logs its callbacks receive, what it passes the reward
+    functions): metrics.jsonl rows carry the own engine's keys and the verdict-class shares, samples.jsonl one row
+    per completion of the generation batch with each reward term and their weighted sum."""
+    pytest.importorskip("trl")
+    from codelib.engine.rewards import make_rewards
+
+    cfg = grpo.Config(**SMALL, init=str(tiny_sft), stage="trl_logs", backend="trl", steps=2, prompts_per_step=2,
+                      num_generations=2)  # fmt: skip
+    run = grpo.train(cfg)
+    rows = read_jsonl(run / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [1, 2]
+    assert {"loss", "reward_mean", "pass_rate", "completion_len", "time_s", "sandbox_share"} <= set(rows[0])
+    assert any(k.startswith("rewards/") for k in rows[0]) and any(k.startswith("verdicts/") for k in rows[0])
+    samples = read_jsonl(run / "samples.jsonl")
+    assert len(samples) == 2 * 4 and {s["step"] for s in samples} == {1, 2}
+    assert all(s["task_id"] and set(s["rewards"]) == {"pass_reward", "length_penalty"} for s in samples)
+    weights = dict(zip(("pass_reward", "length_penalty"), make_rewards(cfg.rewards).weights, strict=True))
+    for s in samples:
+        assert abs(s["reward"] - sum(weights[k] * v for k, v in s["rewards"].items())) < 1e-5
+
+
 def test_shipped_params_run_the_algorithm_their_names_promise():
     """Each shipped tiny params file resolves to its registered algorithm and that algorithm's parts (a preset that
     wrote a resolved part into the file would silently run another algorithm: RLOO as plain REINFORCE)."""
@@ -228,7 +251,7 @@ def test_trl_backend_cuts_its_completions_at_the_stop_sequences(monkeypatch):
     sampled = [[ord(c) for c in "    return x\ndef g():\n  pass"], [ord(c) for c in "    return 1"]]
     monkeypatch.setattr(GRPOTrainer, "_generate_single_turn", lambda self, *a, **k: (sampled, None))
     trainer = grpo_trl.StoppingTrainer.__new__(grpo_trl.StoppingTrainer)
-    trainer._tokenizer, trainer.eos_token_ids = Chars(), [0]
+    trainer.stop_tokenizer, trainer.eos_token_ids = Chars(), [0]
     trainer.stop_sequences = ("\ndef",)
     ids, _ = trainer._generate_single_turn(None, None, None, 2)
     assert "".join(map(chr, ids[0])) == "    return x\ndef" and ids[1] == sampled[1]

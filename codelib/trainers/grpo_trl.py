@@ -16,6 +16,7 @@ import json
 import time
 from pathlib import Path
 
+from accelerate.utils import gather_object
 from datasets import Dataset
 from transformers import TrainerCallback
 from transformers.trainer_utils import get_last_checkpoint
@@ -36,10 +37,12 @@ class _Timed:
     """A reward function that cuts each completion before its stop sequence (TRL decodes the tokens up to and
     including the stop), adds its wall time to a shared counter (the sandbox's share of a step); the first one also
     records the verdict class of every completion it scored (`rewards.verdicts` is cached: no new runs when a term
-    already judged them)."""
+    already judged them) and starts the generation batch's sample record (prompts and completions as TRL passes
+    them, gathered over processes), to which every term adds its rewards (`grpo_samples` writes them)."""
 
     spent = 0.0
     classes: list[str] = []
+    batch: dict = {}  # the last generation batch: prompt, completion, rewards {term: values}; {} once written
 
     def __init__(self, fn, record_classes: bool = False, stop: tuple = ()):
         self.fn, self.record_classes, self.stop = fn, record_classes, stop
@@ -47,11 +50,20 @@ class _Timed:
 
     def __call__(self, completions, **kwargs):
         t0 = time.time()
-        completions = [_before_stop(c, self.stop) for c in completions]
+        scored = [_before_stop(c, self.stop) for c in completions]
         try:
-            out = self.fn(completions, **kwargs)
+            out = self.fn(scored, **kwargs)
             if self.record_classes:
-                _Timed.classes.extend(metrics.verdict_class(v) for v in rewards.verdicts(completions, **kwargs) if v)
+                _Timed.classes.extend(metrics.verdict_class(v) for v in rewards.verdicts(scored, **kwargs) if v)
+                prompts = kwargs.get("prompts") or [""] * len(completions)
+                _Timed.batch = {
+                    "prompt": gather_object(list(prompts)),
+                    "completion": gather_object(list(completions)),
+                    "rewards": {},
+                }
+            if _Timed.batch:
+                values = [float("nan") if v is None else float(v) for v in out]
+                _Timed.batch["rewards"][self.__name__] = gather_object(values)
             return out
         finally:
             _Timed.spent += time.time() - t0
@@ -74,9 +86,12 @@ def reward_functions(cfg, stop: tuple = ()) -> tuple[list, list[float]]:
 class StoppingTrainer(GRPOTrainer):
     """TRL's GRPOTrainer whose completions end at the project's stop sequences: each one is cut to the shortest prefix
     whose decoding reaches the first stop (`generation.trim`, what the own sampler returns); the rest is dropped
-    before TRL computes masks, log-probs and the loss, so no token past the stop point is trained."""
+    before TRL computes masks, log-probs and the loss, so no token past the stop point is trained. TRL has no public
+    hook between generating and scoring, so this overrides its generation step (`_generate_single_turn`)."""
 
-    stop_sequences: tuple = ()
+    def __init__(self, *args, stop_sequences: tuple = (), stop_tokenizer=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.stop_sequences, self.stop_tokenizer = tuple(stop_sequences), stop_tokenizer
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         completion_ids, logprobs = super()._generate_single_turn(
@@ -84,8 +99,10 @@ class StoppingTrainer(GRPOTrainer):
         )
         if not self.stop_sequences:
             return completion_ids, logprobs
-        cut = [trim(self._tokenizer, ids, self.stop_sequences, self.eos_token_ids).ids or ids[:1]
-               for ids in completion_ids]  # fmt: skip
+        cut = [
+            trim(self.stop_tokenizer, ids, self.stop_sequences, self.eos_token_ids).ids or ids[:1]
+            for ids in completion_ids
+        ]
         if logprobs is not None:
             logprobs = [lp[: len(c)] for lp, c in zip(logprobs, cut, strict=True)]
         return cut, logprobs
@@ -105,10 +122,14 @@ def build_dataset(cfg, tokenizer) -> Dataset:
     return Dataset.from_list(rows)
 
 
-def metrics_callback(run: Path, task_ids: dict[str, str] | None = None, keeper: Keeper | None = None):
-    """Rename TRL's log keys to the keys REINFORCE and PPO write, and append them to metrics.jsonl; with
-    `callback.trainer` set, also the step's completions to samples.jsonl (task_ids: prompt -> task id), and with a
-    `keeper`, held-out pass@1 every eval_every steps (the telemetry rows also go to TRL's TensorBoard)."""
+def metrics_callback(
+    run: Path, task_ids: dict[str, str] | None = None, keeper: Keeper | None = None, weights: list[float] | None = None
+):
+    """Rename TRL's log keys to the keys REINFORCE and PPO write, and append them to metrics.jsonl; also each
+    generation batch's completions to samples.jsonl (task_ids: prompt -> task id; weights: the reward terms'), and
+    with a `keeper` (and `callback.trainer` set), held-out pass@1 every eval_every steps. The telemetry rows also go
+    to TRL's TensorBoard / W&B: the callback runs first among the trainer's callbacks (`first_callback`) and adds them
+    to the logs every callback receives, and to `state.log_history`."""
     log = metrics.MetricsLog(run, "none")  # TRL itself reports to TensorBoard / W&B
 
     class Callback(TrainerCallback):
@@ -117,8 +138,8 @@ def metrics_callback(run: Path, task_ids: dict[str, str] | None = None, keeper: 
         pending: dict = {}
 
         def on_step_end(self, args, state, control, **kwargs):
-            """The step's verdict classes (and, when due, held-out pass@1) into TRL's metrics, before TRL logs them:
-            TRL then reports them to TensorBoard / W&B with its own keys, and on_log copies them to metrics.jsonl."""
+            """The step's verdict classes (and, when due, held-out pass@1), for on_log: it adds them to the step's
+            logs (TensorBoard / W&B report them there) and copies them to metrics.jsonl."""
             pending = metrics.class_shares(_Timed.classes)  # {} on a step that reused a generation batch
             _Timed.classes = []
             if keeper is not None and state.is_world_process_zero and keeper.due(state.global_step):
@@ -127,14 +148,14 @@ def metrics_callback(run: Path, task_ids: dict[str, str] | None = None, keeper: 
                 pending.update(keeper.evaluate(model, self.trainer.processing_class, state.global_step))
                 pending["eval_s"] = time.time() - t0
                 model.train()
-            if self.trainer is not None and hasattr(self.trainer, "_metrics"):
-                for k, v in pending.items():
-                    self.trainer._metrics["train"][k].append(v)
             Callback.pending = pending
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not logs or "loss" not in logs or not state.is_world_process_zero:
                 return
+            logs.update(Callback.pending)  # the callbacks after this one (TensorBoard, W&B) report them too
+            if state.log_history and state.log_history[-1].get("step") == state.global_step:
+                state.log_history[-1].update(Callback.pending)
             now = time.time()
             dt, Callback.t_last = now - Callback.t_last, now
             steps = max(1, args.logging_steps)
@@ -162,31 +183,40 @@ def metrics_callback(run: Path, task_ids: dict[str, str] | None = None, keeper: 
             row.update(Callback.pending)
             _Timed.spent, Callback.pending = 0.0, {}
             log.log(row)
-            metrics.append_samples(run, grpo_samples(self.trainer, state.global_step, task_ids or {}))
+            metrics.append_samples(run, grpo_samples(_Timed.batch, state.global_step, task_ids or {}, weights))
+            _Timed.batch = {}
 
     return Callback()
 
 
-def grpo_samples(trainer, step: int, task_ids: dict[str, str]) -> list[dict]:
-    """samples.jsonl rows of the last generation batch, from what TRL keeps for `log_completions` (gathered over
-    ranks): completion, each reward term, their weighted sum, advantage. [] if this TRL keeps no such record."""
-    logs = getattr(trainer, "_logs", None)
-    if not logs or not logs.get("completion"):
+def grpo_samples(batch: dict, step: int, task_ids: dict[str, str], weights: list[float] | None = None) -> list[dict]:
+    """samples.jsonl rows of a generation batch (`_Timed.batch`: what TRL passed the reward terms, gathered over
+    processes, and what each term returned): completion, each reward term, their weighted sum. [] once written."""
+    if not batch or not batch.get("completion"):
         return []
-    names = list(logs["rewards"])
-    weights = [float(w) for w in trainer.reward_weights.tolist()] if hasattr(trainer, "reward_weights") else [1.0]
+    terms_of = batch["rewards"]
+    weights = list(weights or [1.0] * len(terms_of))
     rows = []
-    for i, (prompt, completion) in enumerate(zip(logs["prompt"], logs["completion"], strict=False)):
-        terms = {name: logs["rewards"][name][i] for name in names if i < len(logs["rewards"][name])}
-        row = {"step": step, "task_id": task_ids.get(prompt, ""), "completion": completion,
-               "reward": round(sum(w * v for w, v in zip(weights, terms.values(), strict=False) if v == v), 6),
-               "rewards": {k: round(v, 6) for k, v in terms.items()}}  # fmt: skip
+    for i, (prompt, completion) in enumerate(zip(batch["prompt"], batch["completion"], strict=False)):
+        terms = {name: values[i] for name, values in terms_of.items() if i < len(values)}
+        row = {
+            "step": step,
+            "task_id": task_ids.get(prompt, ""),
+            "completion": completion,
+            "reward": round(sum(w * v for w, v in zip(weights, terms.values(), strict=False) if v == v), 6),
+            "rewards": {k: round(v, 6) for k, v in terms.items()},
+        }
         if "pass_reward" in terms:
             row["passed"] = terms["pass_reward"] == 1.0
-        if i < len(logs["advantages"]):
-            row["advantage"] = round(float(logs["advantages"][i]), 6)
         rows.append(row)
     return rows
+
+
+def first_callback(trainer, callback) -> None:
+    """Put `callback` first among the trainer's callbacks (transformers adds the reporting ones before the caller's):
+    what its on_log adds to the logs reaches TensorBoard / W&B."""
+    trainer.remove_callback(callback)
+    trainer.callback_handler.callbacks.insert(0, callback)
 
 
 def grpo_args(cfg, out, vocab: int = 0):
@@ -196,8 +226,12 @@ def grpo_args(cfg, out, vocab: int = 0):
     from accelerate import PartialState
 
     k = cfg.steps_per_generation
-    micro, accum = grpo_batches(cfg.prompts_per_step * cfg.num_generations // k, PartialState().num_processes,
-                                cfg.max_prompt_tokens + cfg.max_new_tokens, vocab)  # fmt: skip
+    micro, accum = grpo_batches(
+        cfg.prompts_per_step * cfg.num_generations // k,
+        PartialState().num_processes,
+        cfg.max_prompt_tokens + cfg.max_new_tokens,
+        vocab,
+    )
     return GRPOConfig(
         **trainer_args(cfg, out),
         per_device_train_batch_size=micro,
@@ -235,26 +269,37 @@ def train(cfg) -> Path:
     seed_everything(cfg.seed, cfg.threads)
     out = cfg.run_dir
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out / "config.json", {"stage": cfg.stage, "algorithm": cfg.algorithm, "label": cfg.label,
-                                            **config_to_dict(cfg)})  # fmt: skip
+    atomic_write_json(
+        out / "config.json",
+        {"stage": cfg.stage, "algorithm": cfg.algorithm, "label": cfg.label, **config_to_dict(cfg)},
+    )
     model, tokenizer = load_policy(starting_model_dir(cfg.init), load_in_4bit=cfg.load_in_4bit, trainable=True)
     dataset = build_dataset(cfg, tokenizer)
     stop = stops_for(load_tasks(cfg.dataset, cfg.split)[0])
-    funcs, _ = reward_functions(cfg, stop)
+    funcs, weights = reward_functions(cfg, stop)
     args = grpo_args(cfg, out, vocab=model.config.vocab_size)
     last = get_last_checkpoint(str(out)) if any(out.glob("checkpoint-*")) else None
     best = out / "best" / "eval.json"
     keeper = Keeper(cfg, out, json.loads(best.read_text()) if last and best.exists() else None, fresh=not last)
-    callback = metrics_callback(out, dict(zip(dataset["prompt"], dataset["task_id"], strict=True)), keeper)
-    StoppingTrainer.stop_sequences = tuple(stop)
-    trainer = StoppingTrainer(model=model, reward_funcs=funcs, args=args, train_dataset=dataset,
-                          processing_class=tokenizer, peft_config=lora_config(cfg), callbacks=[callback])  # fmt: skip
+    callback = metrics_callback(out, dict(zip(dataset["prompt"], dataset["task_id"], strict=True)), keeper, weights)
+    trainer = StoppingTrainer(
+        model=model,
+        reward_funcs=funcs,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=lora_config(cfg),
+        callbacks=[callback],
+        stop_sequences=stop,
+        stop_tokenizer=tokenizer,
+    )
     adapters_fp32(trainer.model)  # TRL casts a 4-bit model's adapters to bf16; our loops train them in fp32
     from codelib.plumbing.progress import use_progress
 
     use_progress(trainer, cfg.stage)  # one bar: a widget in JupyterLab, a line per ~20 s headless
     refuse_rank0_work(trainer.accelerator, cfg)  # eval on rank 0 alone would hang under FSDP
     callback.trainer = trainer
+    first_callback(trainer, callback)
     if last:
         print(f"resuming from {last}")
         metrics.truncate_metrics(out / "metrics.jsonl", int(Path(last).name.split("-")[-1]))
