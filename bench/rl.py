@@ -117,7 +117,7 @@ def trainers(init: str, steps: int, threads: int = 2) -> dict:
 
 
 def run(steps: int, rounds: int = 1, only: tuple[str, ...] = (), threads: int = 2) -> dict:
-    from codelib.engine import rewards
+    from codelib.engine import judging
     from codelib.plumbing.params import read_jsonl
 
     runs = trainers(ensure_sft(Path(".")), steps, threads)
@@ -130,7 +130,7 @@ def run(steps: int, rounds: int = 1, only: tuple[str, ...] = (), threads: int = 
         names = list(runs) if r % 2 == 0 else list(runs)[::-1]  # alternate the order: no trainer always goes first
         for k, name in enumerate(names):
             ctx, fn = runs[name]
-            rewards._VERDICTS.clear()  # no trainer judges on another's cached verdicts (the same seed draws alike)
+            judging.CACHE.clear()  # no trainer judges on another's cached verdicts (the same seed draws alike)
             t0 = time.time()
             with ctx():
                 run_dir = fn(f"bench{r}-{k}")

@@ -617,7 +617,7 @@ def test_evalplus_hub_tasks_judge_canonical_right_and_wrong_wrong(hub):
 def test_rows_keep_the_comparator_through_the_reward_columns(hub):
     """TRL passes a task's columns to the reward functions, which rebuild the Task: its comparator must survive, or
     an RL run on TACO or LiveCodeBench would be rewarded by the default rule."""
-    from codelib.engine.rewards import _tasks
+    from codelib.engine.judging import _tasks
     from codelib.tasks import tasks_to_rows
 
     with pytest.warns(UserWarning, match="skipped 1"):

@@ -8,7 +8,7 @@ import pickle
 import pytest
 
 from codelib import sandbox
-from codelib.engine import rewards
+from codelib.engine import judging, rewards
 from codelib.engine.rewards import (
     REWARDS,
     compile_reward,
@@ -109,7 +109,7 @@ def test_pass_and_test_fraction_rewards_share_one_sandbox_map(monkeypatch):
         return real(tasks, completions, **kw)
 
     monkeypatch.setattr(sandbox, "check", counting)
-    rewards._VERDICTS.clear()
+    judging.CACHE.clear()
     completions = ["    return a + b\n", "    return a * b\n", "    return a - b + 2 * b\n", "    retur\n"]
     cols = columns([ADD] * 4)
     assert pass_reward(completions, **cols) == [1.0, 0.0, 1.0, 0.0]
@@ -218,13 +218,11 @@ def test_docstring_examples():
     assert doctest.testmod(rewards).failed == 0
 
 
-def test_verdict_cache_eviction_never_loses_a_batch_hit(monkeypatch):
+def test_verdict_cache_eviction_never_loses_a_batch_hit():
     """A batch mixing cached and new rows, with the cache full, still gets a verdict for every row."""
-    from codelib.engine import rewards as R
-
-    monkeypatch.setattr(R, "_CACHE_SIZE", 2)
+    cache = judging.VerdictCache(size=2)
     cols = {"prompt": ["def f(x):\n"] * 3, "tests": ["assert f(1) == 2"] * 3, "entry_point": ["f"] * 3}
-    first = R.verdicts(["    return x + 1\n", "    return 2\n", "    return x * 2\n"], **cols)
+    first = judging.verdicts(["    return x + 1\n", "    return 2\n", "    return x * 2\n"], cache=cache, **cols)
     assert [v.passed for v in first] == [True, True, True]
-    again = R.verdicts(["    return 2\n", "    return 0\n", "    return 1\n"], **cols)  # a hit, then 2 misses
+    again = judging.verdicts(["    return 2\n", "    return 0\n", "    return 1\n"], cache=cache, **cols)  # 1 hit
     assert [v.passed for v in again] == [True, False, False]

@@ -21,13 +21,13 @@ holds the factory's arguments (and `weight`, default 1). `make_rewards(spec)` tu
 
 from __future__ import annotations
 
-import collections
 import re
 
 import numpy as np
 
 from codelib import sandbox
 from codelib.engine.extraction import FENCE, compiles, extract_completion, message_text
+from codelib.engine.judging import _tasks, passed_of, test_fraction_of, verdicts  # noqa: F401  (rewards.verdicts & co.)
 from codelib.engine.lint import lint
 from codelib.tasks import Task
 
@@ -35,102 +35,6 @@ configure_sandbox = sandbox.configure
 # the REINFORCE experiment's reward, REINFORCE's and PPO's default: pass - alpha * tokens / 100 with alpha 0.01
 PASS_MINUS_LENGTH = {"pass": 1.0, "length": {"alpha": 0.01}}
 _TOKEN = re.compile(r"\w+|[^\w\s]")
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# rows: Task records from TRL's columns
-
-
-_FIELDS = (
-    "task_id",
-    "prompt",
-    "tests",
-    "entry_point",
-    "canonical_solution",
-    "kind",
-    "plus_inputs",
-    "atol",
-    "time_limit_s",
-    "memory_limit_mb",
-    "compare",
-)  # the task's own limits (TACO, CodeContests) and its benchmark's comparator reach the sandbox
-
-
-def _tasks(n: int, columns: dict) -> list[Task | None]:
-    """One Task per completion from the column lists (None where the row has no tests)."""
-    cols = dict(columns)
-    if "source_prompt" in cols:  # the untruncated prompt, when the trainer cut the one the model saw
-        cols["prompt"] = cols["source_prompt"]
-    if "prompt" not in cols and "prompts" in cols:
-        cols["prompt"] = cols["prompts"]
-    tasks = []
-    for i in range(n):
-        row = {k: (cols[k][i] if isinstance(cols.get(k), (list, tuple)) else cols.get(k)) for k in _FIELDS}
-        if not row["tests"]:
-            tasks.append(None)
-            continue
-        prompt = row["prompt"] if isinstance(row["prompt"], str) else ""  # conversational prompts: not code
-        tasks.append(
-            Task(
-                task_id=str(row["task_id"] or f"row{i}"),
-                prompt=prompt,
-                tests=row["tests"],
-                entry_point=row["entry_point"] or "",
-                canonical_solution=row["canonical_solution"] or "",
-                kind=row["kind"] or "function",
-                plus_inputs=row["plus_inputs"] or "",
-                atol=float(row["atol"] or 0.0),
-                time_limit_s=float(row["time_limit_s"]) if row["time_limit_s"] else None,
-                memory_limit_mb=int(row["memory_limit_mb"]) if row["memory_limit_mb"] else None,
-                compare=row["compare"] or "",
-            )
-        )
-    return tasks
-
-
-_VERDICTS: collections.OrderedDict = collections.OrderedDict()
-_CACHE_SIZE = 8192
-
-
-def verdicts(completions, plus: bool = False, **columns) -> list:
-    """Sandbox verdicts for a batch (one `Sandbox.map` for the rows not in the cache); the `verdicts` column as
-    it is when the caller already has them (annotated candidates, evaluated samples)."""
-    if columns.get("verdicts") is not None:
-        return list(columns["verdicts"])
-    tasks = _tasks(len(completions), columns)
-    keys, todo, found = [], {}, {}
-    for task, completion in zip(tasks, completions, strict=True):
-        if task is None:
-            keys.append(None)
-            continue
-        key = (task, extract_completion(completion, task), plus)
-        keys.append(key)
-        if key in _VERDICTS:
-            found[key] = _VERDICTS[key]  # held here: evictions below must not lose this batch's hits
-            _VERDICTS.move_to_end(key)
-        elif key not in todo:
-            todo[key] = task
-    if todo:
-        results = sandbox.check(list(todo.values()), [k[1] for k in todo], plus=plus)
-        for key, verdict in zip(todo, results, strict=True):
-            _VERDICTS[key] = found[key] = verdict
-        while len(_VERDICTS) > _CACHE_SIZE:
-            _VERDICTS.popitem(last=False)
-    return [found[k] if k is not None else None for k in keys]
-
-
-def passed_of(verdict) -> bool:
-    """Whether a Verdict (or an annotated row with `passed`) passed."""
-    return bool(verdict["passed"] if isinstance(verdict, dict) else verdict.passed)
-
-
-def test_fraction_of(verdict) -> float:
-    """The share of asserts (stdio: cases) that held: 1.0 for a pass; a row's own `test_fraction` if it has one."""
-    if isinstance(verdict, dict):
-        return float(verdict["test_fraction"]) if "test_fraction" in verdict else float(verdict["passed"])
-    if verdict.passed:
-        return 1.0
-    return verdict.tests_passed / verdict.tests_total if verdict.tests_total else 0.0
 
 
 # ---------------------------------------------------------------------------------------------------------------
