@@ -131,6 +131,21 @@ def points(rows: list[dict], key: str, scale: float = 1.0) -> tuple[list, list]:
     return [p[0] for p in pts], [p[1] for p in pts]
 
 
+def corner_note(ax, text: str) -> None:
+    """A small grey note in a panel's top-left corner (what the panel does not show, and why)."""
+    ax.text(
+        0.02,
+        0.97,
+        text,
+        transform=ax.transAxes,
+        ha="left",
+        va="top",
+        fontsize=7,
+        color="0.35",
+        bbox={"facecolor": "white", "edgecolor": "0.8", "alpha": 0.85},
+    )
+
+
 def mark_not_computed(ax, names: list[str], everything: bool) -> None:
     """Write "not computed" into a panel: alone in its middle when no run computed the quantity, else in a corner
     naming the runs that did not (never a line at 0)."""
@@ -139,17 +154,7 @@ def mark_not_computed(ax, names: list[str], everything: bool) -> None:
         ax.set_xticks([])
         ax.set_yticks([])
     elif names:
-        ax.text(
-            0.02,
-            0.97,
-            f"{NOT_COMPUTED}: " + ", ".join(names),
-            transform=ax.transAxes,
-            ha="left",
-            va="top",
-            fontsize=7,
-            color="0.35",
-            bbox={"facecolor": "white", "edgecolor": "0.8", "alpha": 0.85},
-        )
+        corner_note(ax, f"{NOT_COMPUTED}: " + ", ".join(names))
 
 
 def outside_legend(fig, handles: list, title: str | None = None) -> None:
@@ -252,17 +257,7 @@ def plot_training_curves(profile: str, stages: list[str], window: int = 5):
                 missing.append(label_of(stage))
         term = key.startswith("rewards/")
         if term and missing and len(missing) < len(metrics):
-            ax.text(
-                0.02,
-                0.97,
-                "not in the reward of: " + ", ".join(missing),
-                transform=ax.transAxes,
-                ha="left",
-                va="top",
-                fontsize=7,
-                color="0.35",
-                bbox={"facecolor": "white", "edgecolor": "0.8", "alpha": 0.85},
-            )
+            corner_note(ax, "not in the reward of: " + ", ".join(missing))
         else:
             mark_not_computed(ax, missing, everything=len(missing) == len(metrics))
         ax.set_title(title, fontsize=10)

@@ -5,20 +5,11 @@ from __future__ import annotations
 import json
 import math
 
-from .compare import _allclose, _digit_distance, _is_floats, _poly, _surface_area  # EvalPlus's rules, written once
+from .compare import MBPP_SET_EQ as _MBPP_SET_EQ  # EvalPlus's rules, written once
+from .compare import _allclose, _digit_distance, _is_floats, _poly, _surface_area
 from .wire import Digest, Raised, WireError, decode_args, safe_set  # noqa: F401 - Digest: compared by __eq__ below
 
-# EvalPlus's special oracles: tasks whose reference output is one of several right answers.
-_MBPP_SET_EQ = {
-    "similar_elements",
-    "find_char_long",
-    "common_in_nested_lists",
-    "extract_singly",
-    "larg_nnum",
-    "intersection_array",
-    "find_dissimilar",
-    "Diff",
-}
+# EvalPlus's special oracles: tasks whose reference output is one of several right answers (_MBPP_SET_EQ, and:)
 _MBPP_NOT_NONE = {"check_str", "text_match_three", "text_starta_endb"}
 
 

@@ -128,8 +128,17 @@ def _humaneval_plus_row(r: dict, split: str) -> Task | None:
             f"evalplus/humanevalplus's (missing {', '.join(missing) or 'a check(candidate) test'}); "
             f"{HUB_PLUS_HINT}"
         )
-    if not _humaneval_split([r], split):
-        return None
+    return _humaneval_plus_release(r, plus=False) if _humaneval_split([r], split) else None
+
+
+def _humaneval_plus_release(r: dict, plus: bool = True) -> Task:
+    """A HumanEval+ task from an EvalPlus record; plus=False: the hub's copy, which has no plus inputs."""
+    extra = {}
+    if plus:
+        extra = {
+            "plus_inputs": json.dumps(list(r["base_input"]) + list(r["plus_input"])),
+            "atol": float(r.get("atol") or 0.0),
+        }
     return make_task(
         "humaneval_plus",
         task_id=r["task_id"],
@@ -137,19 +146,7 @@ def _humaneval_plus_row(r: dict, split: str) -> Task | None:
         tests=r["test"],
         entry_point=r["entry_point"],
         canonical_solution=r["canonical_solution"],
-    )
-
-
-def _humaneval_plus_release(r: dict) -> Task:
-    return make_task(
-        "humaneval_plus",
-        task_id=r["task_id"],
-        prompt=r["prompt"],
-        tests=r["test"],
-        entry_point=r["entry_point"],
-        canonical_solution=r["canonical_solution"],
-        plus_inputs=json.dumps(list(r["base_input"]) + list(r["plus_input"])),
-        atol=float(r.get("atol") or 0.0),
+        **extra,
     )
 
 
