@@ -31,8 +31,12 @@ def algorithm_of(config: dict) -> str:
         out = "DPO + NLL (RPO)" if "sft" in config.get("loss_type", []) else "DPO"
     elif "ppo_epochs" in config:
         adv = config.get("advantage", "batch")
-        out = {"reinforce_pp": "REINFORCE++", "reinforce_pp_baseline": "REINFORCE++-baseline", "rloo": "PPO (RLOO A)",
-               "group": "PPO (group A)"}.get(adv, "PPO (value head)" if config.get("critic") == "value_head" else "PPO")  # fmt: skip
+        out = {
+            "reinforce_pp": "REINFORCE++",
+            "reinforce_pp_baseline": "REINFORCE++-baseline",
+            "rloo": "PPO (RLOO A)",
+            "group": "PPO (group A)",
+        }.get(adv, "PPO (value head)" if config.get("critic") == "value_head" else "PPO")
         if config.get("clip_eps_high"):
             out += f", clip {config['clip_eps']}/{config['clip_eps_high']}"
     elif "baseline" in config:  # REINFORCE
@@ -64,9 +68,23 @@ def wall_time_s(rows: list[dict]) -> float:
     return float(sum(r["time_s"] for r in rows if isinstance(r.get("time_s"), (int, float))))
 
 
-COMPARISON_COLUMNS = ["checkpoint", "algorithm", "seed", "pass@1", "ci_low", "ci_high", "diff_vs_baseline", "diff_ci_low",
-                      "diff_ci_high", "avg_tokens", "train_min", "zero_std_frac", "clip_frac", "entropy",
-                      *[f"eval_{c}" for c in CLASSES]]  # fmt: skip
+COMPARISON_COLUMNS = [
+    "checkpoint",
+    "algorithm",
+    "seed",
+    "pass@1",
+    "ci_low",
+    "ci_high",
+    "diff_vs_baseline",
+    "diff_ci_low",
+    "diff_ci_high",
+    "avg_tokens",
+    "train_min",
+    "zero_std_frac",
+    "clip_frac",
+    "entropy",
+    *[f"eval_{c}" for c in CLASSES],
+]
 
 
 def run_mean(metrics: list[dict], key: str) -> float:
@@ -92,15 +110,25 @@ def comparison_frame(profile: str, summaries: dict[str, dict] | None = None, bas
         metrics = read_jsonl(run / "metrics.jsonl") if run and (run / "metrics.jsonl").exists() else []
         diff = paired_vs(s, base) if base is not None and name != baseline else {}
         classes = eval_classes(profile, name, s)
-        rows.append({"checkpoint": name, "algorithm": algorithm_of(config) if config else name,
-                     "seed": config.get("seed", math.nan) if config else math.nan,
-                     "pass@1": s["pass@1"], "ci_low": s["ci_low"], "ci_high": s["ci_high"],
-                     "diff_vs_baseline": diff.get("diff", math.nan), "diff_ci_low": diff.get("ci_low", math.nan),
-                     "diff_ci_high": diff.get("ci_high", math.nan), "avg_tokens": s.get("avg_tokens", math.nan),
-                     "train_min": wall_time_s(metrics) / 60 if metrics else math.nan,
-                     "zero_std_frac": run_mean(metrics, "zero_std_frac"), "clip_frac": run_mean(metrics, "clip_frac"),
-                     "entropy": run_mean(metrics, "entropy"),
-                     **{f"eval_{c}": classes.get(c, math.nan) for c in CLASSES}})  # fmt: skip
+        rows.append(
+            {
+                "checkpoint": name,
+                "algorithm": algorithm_of(config) if config else name,
+                "seed": config.get("seed", math.nan) if config else math.nan,
+                "pass@1": s["pass@1"],
+                "ci_low": s["ci_low"],
+                "ci_high": s["ci_high"],
+                "diff_vs_baseline": diff.get("diff", math.nan),
+                "diff_ci_low": diff.get("ci_low", math.nan),
+                "diff_ci_high": diff.get("ci_high", math.nan),
+                "avg_tokens": s.get("avg_tokens", math.nan),
+                "train_min": wall_time_s(metrics) / 60 if metrics else math.nan,
+                "zero_std_frac": run_mean(metrics, "zero_std_frac"),
+                "clip_frac": run_mean(metrics, "clip_frac"),
+                "entropy": run_mean(metrics, "entropy"),
+                **{f"eval_{c}": classes.get(c, math.nan) for c in CLASSES},
+            }
+        )
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
 
 
@@ -124,8 +152,15 @@ def settings_line(summaries: dict[str, dict]) -> str:
     groups: dict[tuple, list[str]] = {}
     for name, s in summaries.items():
         st = s.get("settings") or {}
-        key = (st.get("dataset", "?"), st.get("split", "?"), s.get("tasks", "?"), s.get("n_samples", st.get("n_samples", "?")),
-               st.get("temperature", "?"), st.get("seed", "?"), st.get("bootstrap_iters", "?"))  # fmt: skip
+        key = (
+            st.get("dataset", "?"),
+            st.get("split", "?"),
+            s.get("tasks", "?"),
+            s.get("n_samples", st.get("n_samples", "?")),
+            st.get("temperature", "?"),
+            st.get("seed", "?"),
+            st.get("bootstrap_iters", "?"),
+        )
         groups.setdefault(key, []).append(name)
     parts = []
     for (ds, split, tasks, n, t, seed, iters), names in sorted(groups.items(), key=lambda kv: -len(kv[1])):
@@ -140,17 +175,33 @@ def comparison_markdown(profile: str, df: pd.DataFrame, baseline: str = "sft", s
     def num(x, fmt):
         return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else fmt.format(x)
 
-    head = ["checkpoint", "algorithm", "seed", "pass@1 [95% CI]", f"Δ vs {baseline} [95% CI]", "avg tokens", "train min",
-            "zero-var groups", "clip frac", "entropy", "wrong / runtime / syntax / timeout"]  # fmt: skip
-    lines = [f"# Algorithms compared ({profile})", "",
-             "Held-out pass@1 (%) with its 95% bootstrap interval over tasks; Δ is paired over the same tasks; avg "
-             "tokens of the eval samples; train min: training wall time; zero-var groups: the mean share of a "
-             "step's groups whose rewards were all equal (no signal; '-' for one sample per task); clip frac: the mean "
-             "share of completion tokens where the ratio clip bound (low + high), entropy: the policy's mean token "
-             "entropy over the run ('-': not computed by that algorithm or trainer); the last column: "
-             "% of eval samples in each failing verdict class; seed: the run's training seed (one per run).",
-             "", *([settings_line(summaries), ""] if summaries else []),
-             "| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]  # fmt: skip
+    head = [
+        "checkpoint",
+        "algorithm",
+        "seed",
+        "pass@1 [95% CI]",
+        f"Δ vs {baseline} [95% CI]",
+        "avg tokens",
+        "train min",
+        "zero-var groups",
+        "clip frac",
+        "entropy",
+        "wrong / runtime / syntax / timeout",
+    ]
+    lines = [
+        f"# Algorithms compared ({profile})",
+        "",
+        "Held-out pass@1 (%) with its 95% bootstrap interval over tasks; Δ is paired over the same tasks; avg "
+        "tokens of the eval samples; train min: training wall time; zero-var groups: the mean share of a "
+        "step's groups whose rewards were all equal (no signal; '-' for one sample per task); clip frac: the mean "
+        "share of completion tokens where the ratio clip bound (low + high), entropy: the policy's mean token "
+        "entropy over the run ('-': not computed by that algorithm or trainer); the last column: "
+        "% of eval samples in each failing verdict class; seed: the run's training seed (one per run).",
+        "",
+        *([settings_line(summaries), ""] if summaries else []),
+        "| " + " | ".join(head) + " |",
+        "|" + "|".join("---" for _ in head) + "|",
+    ]
     for r in df.to_dict("records"):
         delta = "-"
         if not math.isnan(r["diff_vs_baseline"]):
@@ -158,16 +209,26 @@ def comparison_markdown(profile: str, df: pd.DataFrame, baseline: str = "sft", s
                 f"{100 * r['diff_vs_baseline']:+.1f} [{100 * r['diff_ci_low']:+.1f}, {100 * r['diff_ci_high']:+.1f}]"
             )
         fails = " / ".join(num(100 * r[f"eval_{c}"], "{:.0f}") for c in CLASSES[1:])
-        cells = [r["checkpoint"], r["algorithm"], num(r["seed"], "{:.0f}"), f"{pct(r['pass@1'])} [{pct(r['ci_low'])}, {pct(r['ci_high'])}]",
-                 delta, num(r["avg_tokens"], "{:.1f}"), num(r["train_min"], "{:.1f}"),
-                 num(100 * r["zero_std_frac"], "{:.0f}%"), num(100 * r["clip_frac"], "{:.2f}%"),
-                 num(r["entropy"], "{:.2f}"), fails]  # fmt: skip
+        cells = [
+            r["checkpoint"],
+            r["algorithm"],
+            num(r["seed"], "{:.0f}"),
+            f"{pct(r['pass@1'])} [{pct(r['ci_low'])}, {pct(r['ci_high'])}]",
+            delta,
+            num(r["avg_tokens"], "{:.1f}"),
+            num(r["train_min"], "{:.1f}"),
+            num(100 * r["zero_std_frac"], "{:.0f}%"),
+            num(100 * r["clip_frac"], "{:.2f}%"),
+            num(r["entropy"], "{:.2f}"),
+            fails,
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def write_comparison(profile: str, summaries: dict[str, dict] | None = None, baseline: str = "sft",
-                     out: Path | None = None) -> pd.DataFrame:  # fmt: skip
+def write_comparison(
+    profile: str, summaries: dict[str, dict] | None = None, baseline: str = "sft", out: Path | None = None
+) -> pd.DataFrame:
     """reports/<profile>/comparison.csv and comparison.md: every evaluated checkpoint of the profile (pipeline stages
     and variants) in one table (`comparison_frame`)."""
     summaries = _all_summaries(profile) if summaries is None else summaries

@@ -133,7 +133,11 @@ def _unknown(where: str, keys, known: dict) -> None:
     bad = sorted(set(keys) - set(known))
     if bad:
         valid = "; ".join(f"{k}: {v}" for k, v in known.items())
-        raise StudyError(f"{where}: unknown key {bad[0]!r}" + (f" (and {', '.join(map(repr, bad[1:]))})" if len(bad) > 1 else "") + f". Valid keys: {valid}")  # fmt: skip
+        raise StudyError(
+            f"{where}: unknown key {bad[0]!r}"
+            + (f" (and {', '.join(map(repr, bad[1:]))})" if len(bad) > 1 else "")
+            + f". Valid keys: {valid}"
+        )
 
 
 def _stage_fields(stage: str) -> tuple[type, set[str]]:
@@ -146,8 +150,10 @@ def _check_keys(where: str, stage: str, keys, cls, fields: set[str], seed_keys: 
         if key not in fields:
             close = difflib.get_close_matches(key, sorted(fields), n=3)
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
-            raise StudyError(f"{where}: {stage}'s {cls.__module__}.{cls.__name__} has no parameter {key!r}{hint}; "
-                             f"valid names are: {', '.join(sorted(fields))}")  # fmt: skip
+            raise StudyError(
+                f"{where}: {stage}'s {cls.__module__}.{cls.__name__} has no parameter {key!r}{hint}; "
+                f"valid names are: {', '.join(sorted(fields))}"
+            )
         if key in ("profile", "stage"):
             raise StudyError(f"{where}: {key!r} is set by the study (runs go to studies/<study>/<run>); remove it")
         if key in seed_keys:
@@ -203,7 +209,9 @@ def load_study(path: str | Path, split: str = "") -> Study:
         cls, fields = _stage_fields(stage)
         seed_keys = spec.get("seed_keys", ["seed"])
         if not isinstance(seed_keys, list) or not seed_keys or not all(k in fields for k in seed_keys):
-            raise StudyError(f"{aw}: seed_keys must list fields of {cls.__name__} (e.g. [seed, gen_seed]); got {seed_keys!r}")  # fmt: skip
+            raise StudyError(
+                f"{aw}: seed_keys must list fields of {cls.__name__} (e.g. [seed, gen_seed]); got {seed_keys!r}"
+            )
         overrides = spec.get("params") or {}
         sweep = spec.get("sweep") or {}
         if not isinstance(overrides, dict) or not isinstance(sweep, dict):
@@ -232,7 +240,9 @@ def load_study(path: str | Path, split: str = "") -> Study:
                 runs.append(Run(run, arm_name, stage, seed, values))
     references = data.get("references") or {}
     if not isinstance(references, dict) or not all(isinstance(v, str) for v in references.values()):
-        raise StudyError(f"{where}: references must map a name to a checkpoint, e.g. {{sft: checkpoints/{profile}/sft}}")  # fmt: skip
+        raise StudyError(
+            f"{where}: references must map a name to a checkpoint, e.g. {{sft: checkpoints/{profile}/sft}}"
+        )
     clash = sorted(set(references) & set(arms))
     if clash:
         raise StudyError(f"{where}: {clash[0]!r} is both an arm and a reference; rename one")
@@ -244,7 +254,9 @@ def load_study(path: str | Path, split: str = "") -> Study:
         raise StudyError(f"{where}: eval must be a mapping of 06_eval parameters, e.g. {{n_samples: 8}}")
     set_here = [k for k in EVAL_SET_BY_STUDY if k in eval_values]
     if set_here:
-        raise StudyError(f"{where}: eval sets {set_here[0]!r}, which the study sets itself (runs + references); remove it")  # fmt: skip
+        raise StudyError(
+            f"{where}: eval sets {set_here[0]!r}, which the study sets itself (runs + references); remove it"
+        )
     eval_yaml = REPO_ROOT / "params" / profile / "06_eval.yaml"
     if not eval_yaml.exists():
         raise StudyError(f"{where}: profile {profile!r} has no 06_eval.yaml; the study's evaluation starts from it")
@@ -253,18 +265,32 @@ def load_study(path: str | Path, split: str = "") -> Study:
     _, eval_fields = _stage_fields("06_eval")
     bad = sorted(set(eval_values) - eval_fields)
     if bad:
-        raise StudyError(f"{where}: eval: EvalConfig has no parameter {bad[0]!r}; valid names are: {', '.join(sorted(eval_fields - set(EVAL_SET_BY_STUDY)))}")  # fmt: skip
+        raise StudyError(
+            f"{where}: eval: EvalConfig has no parameter {bad[0]!r}; valid names are: {', '.join(sorted(eval_fields - set(EVAL_SET_BY_STUDY)))}"
+        )
     eval_base = {**load_yaml(eval_yaml), **eval_values}
     baseline = data.get("baseline", "")
     if baseline and baseline not in arms and baseline not in references:
-        raise StudyError(f"{where}: baseline {baseline!r} is neither an arm ({', '.join(arms)}) nor a reference "
-                         f"({', '.join(references) or 'none'}); name one, or '' for none")  # fmt: skip
+        raise StudyError(
+            f"{where}: baseline {baseline!r} is neither an arm ({', '.join(arms)}) nor a reference "
+            f"({', '.join(references) or 'none'}); name one, or '' for none"
+        )
     jobs = data.get("jobs", 1)
     if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
         raise StudyError(f"{where}: jobs is how many runs train at once, an integer >= 1 (e.g. jobs: 2); got {jobs!r}")
-    study = Study(name, path, profile, str(data.get("description", "")), seeds, arms,
-                  sorted(runs, key=lambda r: seeds.index(r.seed)), eval_base, dict(references), baseline,
-                  jobs=jobs)  # fmt: skip
+    study = Study(
+        name,
+        path,
+        profile,
+        str(data.get("description", "")),
+        seeds,
+        arms,
+        sorted(runs, key=lambda r: seeds.index(r.seed)),
+        eval_base,
+        dict(references),
+        baseline,
+        jobs=jobs,
+    )
     checked = _build(
         EvalConfig, {**eval_base, "profile": profile, "checkpoints": {"x": "tiny"}, "baseline": ""}, f"{where}: eval"
     )
@@ -275,8 +301,10 @@ def load_study(path: str | Path, split: str = "") -> Study:
             if not load_tasks(checked.dataset, split, limit=1):
                 raise ValueError("it has no tasks")
         except (KeyError, ValueError, FileNotFoundError) as e:
-            raise StudyError(f"{where}: --split {split!r} is not a split of {checked.dataset} ({e}); name one the "
-                             f"dataset has (the eval's own is {checked.split!r})") from None  # fmt: skip
+            raise StudyError(
+                f"{where}: --split {split!r} is not a split of {checked.dataset} ({e}); name one the "
+                f"dataset has (the eval's own is {checked.split!r})"
+            ) from None
         study.split = split
     return study
 
