@@ -23,11 +23,10 @@ per task), "first" (HumanEval, MBPP, stdio: the first assert statement of the te
 "auto" (half for synthetic tasks, first for the others). A test is one top-level statement that holds an assert
 (in `check()` or at module level, as the judge counts them); for stdio and calls tasks one case.
 
-Beside this module: `codelib.engine.repair_data` (repair examples for SFT), `codelib.evaluation.repair_eval` (the three-way comparison
-of Olausson et al. (2023): success after t turns with feedback, with an empty message, and pass@t of independent
-samples, paired over tasks), `codelib.reports.repair` (its tables and figures), `codelib.trainers.repair` (the RL
-stage).
-"""
+Beside this module: `codelib.engine.repair_data` (repair examples for SFT), `codelib.evaluation.repair_eval` (the
+three-way comparison of Olausson et al. (2023): success after t turns with feedback, with an empty message, and pass@t
+of independent samples, paired over tasks), `codelib.reports.repair` (its tables and figures),
+`codelib.trainers.repair` (the RL stage)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """pass@k curves for k = 1..n: their table, their figure, and the command that evaluates checkpoints for them.
 
 With many samples per task (n >= 64) the curve shows whether RL raises pass@1 while narrowing what the model can
-solve at large k. The estimators are `codelib.evaluation.stats`'s (`pass_at_k_curve`, `pass_at_k_matrix`, `summary_curve`;
-`passk.curve` is the old name of the first).
+solve at large k. The estimators are `codelib.evaluation.stats`'s (`pass_at_k_curve`, `pass_at_k_matrix`,
+`summary_curve`; `passk.curve` is the old name of the first).
 
     python -m codelib.passk params/tiny/variants/06_eval_passk.yaml   # 64 samples/task, every checkpoint
 """

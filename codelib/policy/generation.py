@@ -188,9 +188,8 @@ def generate(
     temperature == 0 is greedy decoding (all n samples are then the same one). stop: sequences that end a
     completion (see `find_stop`; `stops_for(task)` picks them per task kind). batch_size counts rows, i.e.
     (prompt, sample) pairs; prefill_chunk: prompts per prefill forward of the HF backend (the same completions
-    whatever its value, up to float rounding). backend "vllm" takes, as `model`, a `vllm.LLM` or a hub name / model dir / LoRA
-    adapter dir (tokenizer may then be None).
-    """
+    whatever its value, up to float rounding). backend "vllm" takes, as `model`, a `vllm.LLM` or a hub name / model dir
+    / LoRA adapter dir (tokenizer may then be None)."""
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}")
     if temperature < 0:

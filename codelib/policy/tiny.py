@@ -1,9 +1,8 @@
 """The tiny policy of the `tiny` profile, built from nothing: a byte-level BPE tokenizer and a ~0.9M-parameter
-Llama-architecture model pretrained here on CPU on the synthetic training split (`codelib.tasks.synthetic`), cached as an
-ordinary HF model directory under `checkpoints/tiny/base`. Its pretraining is kept deliberately short: the base
-model should be clearly worse than what LoRA SFT makes of it, and SFT in turn should stop where RL still has room
-(see TINY.md). `codelib.policy.models.load_policy("tiny")` builds it on demand.
-"""
+Llama-architecture model pretrained here on CPU on the synthetic training split (`codelib.tasks.synthetic`), cached as
+an ordinary HF model directory under `checkpoints/tiny/base`. Its pretraining is kept deliberately short: the base
+model should be clearly worse than what LoRA SFT makes of it, and SFT in turn should stop where RL still has room (see
+TINY.md). `codelib.policy.models.load_policy("tiny")` builds it on demand."""
 
 from __future__ import annotations
 

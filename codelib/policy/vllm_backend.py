@@ -1,7 +1,6 @@
 """vLLM as a generation backend (optional; GPU only): how a checkpoint is served (as LoRA on its base, or merged),
-loading it, and sampling. `codelib.policy.generation.generate(..., backend="vllm")` comes here; nothing imports vLLM until a
-run asks for it.
-"""
+loading it, and sampling. `codelib.policy.generation.generate(..., backend="vllm")` comes here; nothing imports vLLM
+until a run asks for it."""
 
 from __future__ import annotations
 

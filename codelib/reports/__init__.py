@@ -87,7 +87,7 @@ def load_summaries(profile: str, names: list[str] | None = None) -> dict[str, di
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# figure conventions: one colour per stage (codelib.plumbing.stages), shares in %, "not computed" where a run logged nothing
+# the results table
 
 
 def _extra_ks(summaries: dict[str, dict]) -> list[int]:
@@ -125,7 +125,8 @@ def pct(x: float) -> str:
 
 
 def run_dir_of(profile: str, source: str, name: str) -> Path | None:
-    """The run directory a checkpoint came from: its source path if that is a run dir, else checkpoints/<profile>/<name>."""
+    """The run directory a checkpoint came from: its source path if that is a run dir, else
+    checkpoints/<profile>/<name>."""
     for cand in (resolve(source) if source else None, ckpt_root(profile) / name):
         if cand is not None and cand.is_dir() and (cand / "config.json").exists():
             return cand

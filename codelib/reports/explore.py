@@ -1,12 +1,11 @@
 """Browsing in notebooks: tasks (00_tasks) and completions with their verdicts (explore).
 
-Widgets need a live JupyterLab front end; under papermill (plain `papermill` too: `codelib.plumbing.progress.headless`), with
-`interactive=False` or CODELIB_HEADLESS=1, every view degrades to printed output so the notebook still runs headless
-in CI. A view displays itself and returns None, so a cell ending in one shows it once. In JupyterLab the task's
-prompt stands beside its completions, the completions are highlighted Python and each verdict is coloured
-(`render_samples_html`); the comparison shows two checkpoints full width, each with its pass rate and its own
-picker. Rewards come from `codelib.engine.rewards` like every other reward.
-"""
+Widgets need a live JupyterLab front end; under papermill (plain `papermill` too:
+`codelib.plumbing.progress.headless`), with `interactive=False` or CODELIB_HEADLESS=1, every view degrades to printed
+output so the notebook still runs headless in CI. A view displays itself and returns None, so a cell ending in one
+shows it once. In JupyterLab the task's prompt stands beside its completions, the completions are highlighted Python
+and each verdict is coloured (`render_samples_html`); the comparison shows two checkpoints full width, each with its
+pass rate and its own picker. Rewards come from `codelib.engine.rewards` like every other reward."""
 
 from __future__ import annotations
 
@@ -355,7 +354,8 @@ def comparison_view(cfg: ExploreConfig) -> None:
 
 
 def load_episodes(path: str | Path) -> list[dict]:
-    """Episode rows (`codelib.engine.repair.Episode.to_row`): a repair run's or a repair evaluation's episodes.jsonl."""
+    """Episode rows (`codelib.engine.repair.Episode.to_row`): a repair run's or a repair evaluation's
+    episodes.jsonl."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no episodes at {path}: run the repair stage (09_repair) first")

@@ -205,8 +205,8 @@ def _same_as(rows: list[dict], key: str, others: tuple[str, ...], tol: float) ->
 
 def plot_training_curves(profile: str, stages: list[str], window: int = 5):
     """The online RL runs side by side: reward, rollout pass rate, length, KL, clipping, zero-variance groups, the
-    sandbox's share, the rollouts' verdict classes and each reward term. One colour per stage (codelib.plumbing.stages; a
-    second run of a stage dashed); a quantity a run did not compute is written "not computed" in its panel, never
+    sandbox's share, the rollouts' verdict classes and each reward term. One colour per stage (codelib.plumbing.stages;
+    a second run of a stage dashed); a quantity a run did not compute is written "not computed" in its panel, never
     drawn as 0. Left out and named below: a panel that is 0 in every run, the mean reward where it is the pass rate
     within 0.01 in every run, and a reward term that repeats the reward or the pass rate. Losses are not drawn here:
     each algorithm's loss means something else (each stage's notebook plots its own)."""

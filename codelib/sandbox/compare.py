@@ -403,7 +403,8 @@ def evalplus_stdout(got: str, want: str) -> tuple[bool, str]:
 class Comparator:
     """One benchmark's rules: stdout (got, want) -> (same, detail); value (got, want) -> same; how its harness
     prepares a call's arguments; the reference it follows. (What the harness runs before a program is in
-    `codelib.tasks.task.PRELUDES`: the prompt of a calls task starts with it, and a stdin program gets it prepended.)"""
+    `codelib.tasks.task.PRELUDES`: the prompt of a calls task starts with it, and a stdin program gets it
+    prepended.)"""
 
     stdout: Callable[[str, str], tuple[bool, str]]
     value: Callable[[object, object], bool]

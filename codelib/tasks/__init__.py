@@ -1,14 +1,14 @@
 """Tasks: load any benchmark's split as `Task`s (`load_tasks`); the adapters of the bundled ones are `bundled`.
 
-A `Task` (`codelib.tasks.task`) is what the policy sees (`prompt`), what the sandbox checks (`tests`) and what proves the
-tests are satisfiable (`canonical_solution`). Function tasks (HumanEval, MBPP, synthetic) are checked by running
-`prompt + completion + tests`; stdin/stdout tasks (CodeContests) by running the completion as a program on each
-input file and comparing its output.
+A `Task` (`codelib.tasks.task`) is what the policy sees (`prompt`), what the sandbox checks (`tests`) and what proves
+the tests are satisfiable (`canonical_solution`). Function tasks (HumanEval, MBPP, synthetic) are checked by running
+`prompt + completion + tests`; stdin/stdout tasks (CodeContests) by running the completion as a program on each input
+file and comparing its output.
 
 The benchmark files ship inside the package (`codelib/data/`, with their licences in its README);
 `source="hub"` loads the same datasets through `datasets.load_dataset` instead. TACO-verified, the full
-CodeContests and LiveCodeBench exist only on the hub (their adapters: `codelib.tasks.hub`, `codelib.tasks.livecodebench`).
-"""
+CodeContests and LiveCodeBench exist only on the hub (their adapters: `codelib.tasks.hub`,
+`codelib.tasks.livecodebench`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Hub-only adapters: the full CodeContests and TACO-verified (LiveCodeBench: `codelib.tasks.livecodebench`), read in their
-own schemas, each task judged by its benchmark's own rules (`Task.compare`, see codelib/sandbox/compare.py and docs/datasets.md).
+"""Hub-only adapters: the full CodeContests and TACO-verified (LiveCodeBench: `codelib.tasks.livecodebench`), read in
+their own schemas, each task judged by its benchmark's own rules (`Task.compare`, see codelib/sandbox/compare.py and
+docs/datasets.md).
 
 A record that does not match its schema, or that this sandbox cannot judge (file input/output, no tests at all), is
 skipped and counted; one warning per load says how many and why (`strict=True` raises TaskError at the first bad

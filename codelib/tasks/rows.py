@@ -1,7 +1,6 @@
 """Reading a dataset's many records: one bad record costs that record, not the load (`Rows` skips and counts it, one
-warning per load); the helpers the hub adapters (`codelib.tasks.hub`, `codelib.tasks.livecodebench`) and the bundled loaders
-share.
-"""
+warning per load); the helpers the hub adapters (`codelib.tasks.hub`, `codelib.tasks.livecodebench`) and the bundled
+loaders share."""
 
 from __future__ import annotations
 

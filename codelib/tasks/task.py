@@ -161,7 +161,8 @@ def big_ints():
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    """A bundled data file's records (codelib.plumbing.jsonl's reader, strict: a missing file or a bad line is an error)."""
+    """A bundled data file's records (codelib.plumbing.jsonl's reader, strict: a missing file or a bad line is an
+    error)."""
     return jsonl.read_jsonl(path, strict=True)
 
 
