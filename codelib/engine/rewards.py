@@ -27,7 +27,7 @@ import numpy as np
 
 from codelib import sandbox
 from codelib.engine.extraction import FENCE, compiles, extract_completion, message_text
-from codelib.engine.judging import _tasks, passed_of, test_fraction_of, verdicts  # noqa: F401  (rewards.verdicts & co.)
+from codelib.engine.judging import _tasks, passed_of, test_fraction_of, verdicts  # noqa: F401  (rewards.verdicts)
 from codelib.engine.lint import lint
 from codelib.tasks import Task
 
