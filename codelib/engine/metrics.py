@@ -13,7 +13,8 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from codelib.engine.verdicts import VERDICT_CLASSES, class_counts, class_shares, verdict_class  # noqa: F401  (old home)
+# the verdict classes' old home
+from codelib.engine.verdicts import VERDICT_CLASSES, class_counts, class_shares, verdict_class  # noqa: F401
 from codelib.plumbing.jsonl import append_jsonl, read_jsonl
 from codelib.plumbing.paths import atomic_write_text
 

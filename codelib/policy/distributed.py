@@ -3,7 +3,8 @@ run refuses. The trainers call these at a few places; everything here is a no-op
 
 - `rank_device_map()` (from `codelib.policy.models`, where placement lives): the `device_map` of a model that
   places itself (4-bit QLoRA): this rank's own GPU, read from accelerate's state
-  (`PartialState().local_process_index`), never `torch.cuda.current_device()` (GPU 0 on every rank before accelerate has set the device).
+  (`PartialState().local_process_index`), never `torch.cuda.current_device()` (GPU 0 on every rank before accelerate
+  has set the device).
 - `sharding(model)`: "" (one process, DDP), "fsdp1", "fsdp2" or "deepspeed"; `gathered_trainable_state(model)`: the
   full trainable tensors (the LoRA adapter, modules_to_save) of an FSDP-sharded model, a collective every rank
   calls; `save_gathered(accelerator, model, tokenizer, out)`: every rank gathers, the main process writes.
