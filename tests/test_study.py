@@ -423,6 +423,16 @@ def test_summary_tables_and_figures_from_evaluations(tmp_path, monkeypatch):
     md = (s.reports / "summary.md").read_text()
     row = [line for line in md.splitlines() if line.startswith("| dpo | 05_dpo")]  # the stage and its overrides
     assert len(row) == 1 and "| 3 |" in row[0] and "two-level bootstrap" in md
+    assert "Not trained yet" not in md
+
+    # a study with runs left (stopped, or trained with --only) is summarised over what it has, naming the rest
+    for name in ["dpo-seed0", "dpo-seed1", "dpo-seed2", "rpo-seed2"]:
+        (s.eval_dir / name / "summary.json").unlink()
+    part = study.summarise(cfg)
+    assert "dpo" not in list(part.arms["arm"]) and dict(zip(part.arms["arm"], part.arms["seeds"]))["rpo"] == 2
+    assert ("rpo", "sft") in set(zip(part.comparisons["a"], part.comparisons["b"]))
+    md = (s.reports / "summary.md").read_text()
+    assert "Not trained yet, so not in the tables: dpo (seed 0, 1, 2); rpo (seed 2)." in md
 
 
 def test_another_split_has_its_own_evaluations_and_summary(tmp_path, monkeypatch):

@@ -122,6 +122,7 @@ class StudySummary:
     comparisons: object  # DataFrame: paired differences
     curves: dict = field(default_factory=dict)  # name -> {"k", "pass@k", "ci_low", "ci_high", "per_seed"}
     task_ids: list = field(default_factory=list)
+    missing: list = field(default_factory=list)  # the study's runs without an evaluation (not trained yet)
 
 
 def summarise(cfg: StudyReportConfig, write: bool = True) -> StudySummary:
@@ -131,7 +132,7 @@ def summarise(cfg: StudyReportConfig, write: bool = True) -> StudySummary:
     study = load_study(cfg.study, cfg.split)
     summaries = load_summaries(study)
     missing = [r.name for r in study.runs if r.name not in summaries]
-    if missing:
+    if len(missing) == len(study.runs):  # nothing to summarise yet (a study with some runs left is summarised)
         shipped = study.summary_dir / "08_study.ipynb"
         where = (
             f"\nThe committed result of this study is {shipped.relative_to(REPO_ROOT)} (with summary.md and figures/ "
@@ -143,8 +144,9 @@ def summarise(cfg: StudyReportConfig, write: bool = True) -> StudySummary:
             f"{len(missing)} run(s) of study {study.name} have no evaluation yet (first: "
             f"{missing[0]}); run: python -m codelib.study {study.path}{where}"
         )
+    runs = [r for r in study.runs if r.name in summaries]  # the runs not trained yet are named in the summary
     groups: dict[str, list[str]] = {ref: [ref] for ref in study.references if ref in summaries}
-    for run in study.runs:
+    for run in runs:
         groups.setdefault(run.arm, []).append(run.name)
     task_sets = [{r["task_id"] for r in summaries[n]["per_task"]} for names in groups.values() for n in names]
     task_ids = sorted(set.intersection(*task_sets))
@@ -154,7 +156,7 @@ def summarise(cfg: StudyReportConfig, write: bool = True) -> StudySummary:
     data = {g: _rates([summaries[n] for n in names], task_ids) for g, names in groups.items()}  # g -> [S, T]
 
     per_seed = []
-    for run in study.runs:
+    for run in runs:
         s = summaries[run.name]
         per_seed.append(
             {
@@ -208,7 +210,9 @@ def summarise(cfg: StudyReportConfig, write: bool = True) -> StudySummary:
             "ci_high": [b[2] for b in boots],
             "per_seed": [[float(x[i].mean()) for x in rates] for i in range(len(names))],
         }
-    out = StudySummary(study, pd.DataFrame(arms), pd.DataFrame(per_seed), pd.DataFrame(comparisons), curves, task_ids)
+    out = StudySummary(
+        study, pd.DataFrame(arms), pd.DataFrame(per_seed), pd.DataFrame(comparisons), curves, task_ids, missing
+    )
     if write:
         write_summary(out, cfg)
     return out
@@ -236,6 +240,13 @@ def summary_markdown(s: StudySummary, cfg: StudyReportConfig) -> str:
         "| arm | stage | seeds | pass@1 [95% CI, seeds+tasks] | tasks only | seed sd | per seed | avg tokens |",
         "|---|---|---|---|---|---|---|---|",
     ]
+    if s.missing:  # said before the table: an arm below may hold fewer seeds than the study names
+        left: dict[str, list[str]] = {}
+        for run in st.runs:
+            if run.name in s.missing:
+                left.setdefault(run.arm, []).append(str(run.seed))
+        told = "; ".join(f"{arm} (seed {', '.join(seeds)})" for arm, seeds in left.items())
+        lines[-2:-2] = [f"Not trained yet, so not in the tables: {told}.", ""]
     for r in s.arms.to_dict("records"):
         stage = r["stage"] + (f" {r['overrides']}" if r["overrides"] not in ("", "{}") else "")
         lines.append(
