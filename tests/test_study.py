@@ -187,7 +187,12 @@ def test_a_run_depends_on_the_source_its_trainer_imports():
     # the evaluator's scoring is part of a run (eval during training, `keep: best`); other trainers and the study's
     # own code do not retrain a study when they change
     assert "codelib.evaluation.evaluator" in mods
-    assert not {"codelib.trainers.ppo", "codelib.runner.study", "codelib.runner.study_report", "codelib.reports.comparison"} & set(mods)
+    assert not {
+        "codelib.trainers.ppo",
+        "codelib.runner.study",
+        "codelib.runner.study_report",
+        "codelib.reports.comparison",
+    } & set(mods)
     assert "codelib.engine.candidates" in study.stage_sources("05_dpo")
 
 
