@@ -201,3 +201,25 @@ def test_an_old_module_path_runs_as_a_command():
         [sys.executable, "-m", "codelib.params", "--help"], capture_output=True, text=True, cwd=REPO_ROOT
     )
     assert out.returncode == 0 and "python -m codelib.params" in out.stdout, out.stderr
+
+
+def test_codelib_imports_its_modules_by_their_new_paths():
+    """An old path (codelib.MOVED) would hide its import from the walk above: codelib's own code uses the new ones."""
+    moved = ast.literal_eval(
+        next(
+            n.value
+            for n in ast.parse((PACKAGE / "__init__.py").read_text()).body
+            if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "MOVED"
+        )
+    )
+    old = []
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                found = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                found = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            else:
+                continue
+            old += [f"{name}:{node.lineno} imports {m}" for m in found if m in moved]
+    assert not old, "old module paths inside codelib (use the new ones):\n" + "\n".join(old)
