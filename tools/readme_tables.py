@@ -21,9 +21,9 @@ BLOCKS = {  # marker name -> (report, what regenerates it)
     "results": ("reports/tiny/results.md", "`make demo`"),
     "study": ("reports/tiny/studies/algorithms/summary.md", "`make study`"),
     "comparison": ("reports/tiny/comparison.md", "`make compare`"),
-    "backends": (
-        "reports/tiny/06_eval_backends/results.md",
-        "`python -m codelib.comparison params/tiny/variants/06_eval_backends.yaml`",
+    "study_fresh": (
+        "reports/tiny/studies/algorithms/fresh/summary.md",
+        "`python -m codelib.study params/tiny/studies/algorithms.yaml --split fresh`",
     ),
     "passk": (
         "reports/tiny/passk/pass_at_k.md",
@@ -32,8 +32,8 @@ BLOCKS = {  # marker name -> (report, what regenerates it)
     "repair": ("reports/tiny/repair/summary.md", "`python -m codelib.pipeline --only 09_repair`"),
 }
 PAGES = {  # page -> the blocks it holds (each block lives on one page)
-    "README.md": ["results", "backends"],
-    "docs/studies.md": ["study", "passk"],
+    "README.md": ["results", "study"],
+    "docs/studies.md": ["study_fresh", "passk"],
     "docs/algorithms.md": ["comparison"],
     "docs/repair.md": ["repair"],
 }
