@@ -187,7 +187,12 @@ def test_a_run_depends_on_the_source_its_trainer_imports():
     # the evaluator's scoring is part of a run (eval during training, `keep: best`); other trainers and the study's
     # own code do not retrain a study when they change
     assert "codelib.evaluation.evaluator" in mods
-    assert not {"codelib.trainers.ppo", "codelib.runner.study", "codelib.runner.study_report", "codelib.reports.comparison"} & set(mods)
+    assert not {
+        "codelib.trainers.ppo",
+        "codelib.runner.study",
+        "codelib.runner.study_report",
+        "codelib.reports.comparison",
+    } & set(mods)
     assert "codelib.engine.candidates" in study.stage_sources("05_dpo")
 
 
@@ -429,7 +434,10 @@ def test_summary_tables_and_figures_from_evaluations(tmp_path, monkeypatch):
     for name in ["dpo-seed0", "dpo-seed1", "dpo-seed2", "rpo-seed2"]:
         (s.eval_dir / name / "summary.json").unlink()
     part = study.summarise(cfg)
-    assert "dpo" not in list(part.arms["arm"]) and dict(zip(part.arms["arm"], part.arms["seeds"], strict=True))["rpo"] == 2
+    assert (
+        "dpo" not in list(part.arms["arm"])
+        and dict(zip(part.arms["arm"], part.arms["seeds"], strict=True))["rpo"] == 2
+    )
     assert ("rpo", "sft") in set(zip(part.comparisons["a"], part.comparisons["b"], strict=True))
     md = (s.reports / "summary.md").read_text()
     assert "Not trained yet, so not in the tables: dpo (seed 0, 1, 2); rpo (seed 2)." in md
