@@ -149,13 +149,16 @@ def round_ratios(base: dict, ours: dict) -> tuple[float, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.rl", description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=4, help="steps per run (the first is dropped)")
     ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds of every trainer")
     ap.add_argument("--only", default="", help="name prefixes of the trainers to run, separated by '|'")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (1 on a shared, loaded machine: two threads "
                     "then stall on each other, measured 5x slower at load 7 on 2 cores)")  # fmt: skip
     args = ap.parse_args()
+    for name, least in (("steps", 2), ("rounds", 1), ("threads", 1)):
+        if getattr(args, name) < least:  # steps: the first of each run is dropped, one must remain
+            ap.error(f"argument --{name}: {getattr(args, name)} is less than {least} (at least {least})")
     load0 = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["CODELIB_CHECKPOINTS"] = tmp

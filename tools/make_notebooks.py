@@ -205,12 +205,13 @@ register(
     "Every checkpoint of `checkpoints` (hub name, model dir or LoRA adapter dir) generates on the held-out split; "
     "the sandbox judges each sample; pass@k uses the unbiased estimator with a bootstrap 95% interval over tasks, "
     "and every checkpoint is compared with `baseline` on the same tasks (paired). Out: "
-    "checkpoints/<profile>/eval/<name>/ (samples.jsonl, summary.json) and reports/<profile>/results.csv / .md.",
+    "checkpoints/<profile>/eval/<name>/ (samples.jsonl, summary.json) and results.csv / .md in `out_dir` (empty: "
+    "beside the summaries, so a look with a smaller `limit` never rewrites the pipeline's reports/<profile>/results.md).",
     "codelib.evaluator.EvalConfig",
     "06_eval.yaml",
     [
-        "from IPython.display import Markdown, display\nfrom codelib import evaluator\n\ndf = evaluator.evaluate(cfg)\ndf",
-        "display(Markdown(evaluator.report_dir(cfg.profile).joinpath('results.md').read_text()))",
+        "from IPython.display import Markdown, display\nfrom codelib import evaluator\n\ndf = evaluator.evaluate(cfg)  # the table in %, below",
+        "display(Markdown(evaluator.results_dir(cfg).joinpath('results.md').read_text()))",
     ],
 )
 register(

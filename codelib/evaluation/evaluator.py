@@ -150,6 +150,7 @@ class EvalConfig:
 
     profile: str = "tiny"  # outputs go to checkpoints/<profile>/<out>/ and reports/<profile>/
     out: str = "eval"  # samples and summaries: checkpoints/<profile>/<out>/<name>/ (another split: another name)
+    out_dir: str = ""  # results.md/.csv go here; empty: checkpoints/<profile>/<out>/ (the pipeline: reports/<profile>)
     dataset: str = "synthetic"  # humaneval | mbpp | humaneval_plus | mbpp_plus | codecontests | synthetic
     split: str = "test"  # held-out split
     limit: int = 0  # first `limit` tasks only; 0 for all
@@ -331,27 +332,9 @@ def evaluate_checkpoint(cfg: EvalConfig, name: str, tasks: Sequence[Task], out: 
 def check_checkpoints(cfg: EvalConfig) -> None:
     """Every checkpoint of cfg exists before any is evaluated: a missing local one is named with the command that
     makes it, all of them in one message (a hub id or "tiny" is left to the loader)."""
-    from codelib.plumbing.stages import stage_of
-
-    problems = []
-    for name, spec in cfg.checkpoints.items():
-        if spec == "tiny":
-            continue
-        path = resolve(spec)
-        if path.exists():
-            if path.is_dir() and not any((path / f).exists() for f in ("config.json", "adapter_config.json")):
-                problems.append(f"{name}: {spec} holds no model (no config.json or adapter_config.json)")
-            continue
-        local = spec.startswith((".", "/", "~", "checkpoints/", "reports/")) or not models._HUB_ID.match(spec)
-        if not local:
-            continue  # a hub id: the loader downloads it (or says it is not there)
-        stage = stage_of(path.name)
-        fix = (
-            f"train it first: python -m codelib.pipeline --profile {cfg.profile} --only {stage.name}"
-            if stage
-            else "give an existing directory, a hub id or 'tiny'"
-        )
-        problems.append(f"{name}: {spec} does not exist; {fix}")
+    problems = [
+        f"{name}: {why}" for name, spec in cfg.checkpoints.items() if (why := models.policy_problem(spec, cfg.profile))
+    ]
     if problems:
         raise FileNotFoundError(
             f"{len(problems)} of {len(cfg.checkpoints)} checkpoint(s) cannot be evaluated:\n  " + "\n  ".join(problems)
@@ -394,7 +377,7 @@ def evaluate(
 
     A checkpoint whose summary.json was written with the same settings (dataset, sampling, seed, the checkpoint
     files' sizes and mtimes, ...) is not re-run unless force=True. out_root replaces checkpoints/<profile>/<out>
-    and reports replaces reports/<profile> (tests use both).
+    and reports replaces the results table's folder, `results_dir(cfg)` (tests use both).
     """
     check_checkpoints(cfg)
     tasks = load_tasks(cfg.dataset, cfg.split, limit=cfg.limit or None)
@@ -439,7 +422,16 @@ def evaluate(
             s["vs_baseline"] = vs
             atomic_write_json(root / name / "summary.json", s)
 
-    return write_results(cfg.profile, summaries, Path(reports) if reports is not None else None)
+    return write_results(cfg.profile, summaries, Path(reports) if reports is not None else results_dir(cfg, root))
+
+
+def results_dir(cfg: EvalConfig, out_root: str | Path | None = None) -> Path:
+    """Where evaluate(cfg) writes results.md/.csv: cfg.out_dir, or beside the summaries (checkpoints/<profile>/<out>/,
+    or out_root) when it is empty, so a look (a smaller limit, another dataset) never rewrites the profile's
+    reports/<profile>/results.* that the pipeline's eval stage wrote."""
+    if cfg.out_dir:
+        return resolve(cfg.out_dir)
+    return Path(out_root) if out_root is not None else run_dir(cfg.profile, cfg.out)
 
 
 def evaluate_checkpoints(checkpoints: dict[str, str], force: bool = False, **config) -> object:
@@ -458,6 +450,7 @@ def main(argv: list[str] | None = None) -> None:
     cfg = main_config(EvalConfig, argv, command="python -m codelib.evaluator")
     try:
         print(evaluate(cfg).to_string(index=False))
+        print(f"(results.md and results.csv in {results_dir(cfg)})")
     except (*USER_ERRORS, ValueError) as e:
         fail(e, "--debug" in argv)
 

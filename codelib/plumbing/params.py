@@ -354,6 +354,18 @@ def main_config(cls: type, argv: list[str] | None = None, command: str | None = 
         fail(e, debug)
 
 
+def main_train(cls: type, train, argv: list[str] | None = None, command: str | None = None):
+    """`python -m codelib.trainers.X PARAMS.yaml [key=value ...] [--debug]`: `train(main_config(cls))`, where a user's
+    error found as the run starts (a missing init checkpoint or data file) also ends the command with its message
+    and no traceback unless --debug."""
+    argv = sys.argv[1:] if argv is None else argv
+    cfg = main_config(cls, argv, command)
+    try:
+        return train(cfg)
+    except USER_ERRORS as e:
+        fail(e, "--debug" in argv)
+
+
 def _module_of_main() -> str:
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     return spec.name if spec is not None else Path(sys.argv[0]).name
@@ -375,8 +387,7 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):
         print(
-            _usage(None, "python -m codelib.params")
-            + "\nPrints the file with its extends: chain merged (and the "
+            _usage(None, "python -m codelib.params") + "\nPrints the file with its extends: chain merged (and the "
             "overrides applied) as YAML, after checking it against its stage's Config."
         )
         raise SystemExit(0 if argv else 2)

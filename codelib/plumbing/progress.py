@@ -59,6 +59,15 @@ def under_papermill() -> bool:
     return not any(k.startswith("VSCODE") for k in os.environ)
 
 
+HEADLESS_ENV = {  # what the pipeline and studies set for the kernels they start (nobody watches them live)
+    "CODELIB_HEADLESS": "1",  # widgets print, bars print lines (this module, codelib.reports.explore)
+    # the libraries' own bars would be widgets there, saved in the executed notebook as their first state
+    # ("Loading weights: 0%| 0/38"): transformers' and the hub's, and datasets' map/filter bars
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+}
+
+
 def headless(interactive: bool = True) -> bool:
     """True when no one can interact with widgets or watch a bar: asked for (`interactive=False`), $CODELIB_HEADLESS
     set (the pipeline sets it), or a kernel run by plain papermill."""

@@ -249,6 +249,30 @@ def lora_config(cfg) -> LoraConfig:
     )
 
 
+def policy_problem(spec: str, profile: str = "tiny") -> str | None:
+    """Why `spec` cannot be loaded as a policy, known before any work starts: a local path that does not exist (with
+    the command that trains it, when its name names a stage) or that holds no model. None for "tiny", an existing
+    model or adapter directory, and a hub id (the loader downloads it, or says it is not there)."""
+    if spec == "tiny":
+        return None
+    path = resolve(spec)
+    if path.exists():
+        if path.is_dir() and not any((path / f).exists() for f in ("config.json", "adapter_config.json")):
+            return f"{spec} holds no model (no config.json or adapter_config.json)"
+        return None
+    if not (spec.startswith((".", "/", "~", "checkpoints/", "reports/")) or not _HUB_ID.match(spec)):
+        return None  # a hub id
+    from codelib.plumbing.stages import stage_of
+
+    stage = stage_of(path.name)
+    fix = (
+        f"train it first: python -m codelib.pipeline --profile {profile} --only {stage.name}"
+        if stage
+        else "give an existing directory, a hub id or 'tiny'"
+    )
+    return f"{spec} does not exist; {fix}"
+
+
 def starting_model_dir(init: str) -> str:
     """A full model to put a fresh adapter on: an adapter dir is merged first; a model dir or hub id as is."""
     path = resolve(init) if init != "tiny" else None

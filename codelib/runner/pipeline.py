@@ -50,6 +50,7 @@ from codelib.plumbing.params import (
     run_dir,
 )
 from codelib.plumbing.paths import profiles
+from codelib.plumbing.progress import HEADLESS_ENV
 
 # stage -> Config class its params mirror (the order is the run order), from the one stage registry
 STAGES = {name: stage.config for name, stage in stage_registry.STAGES.items()}
@@ -284,9 +285,7 @@ def run(
             params[stage] = {**params[stage], "out_dir": _rel(reports, root) if root == REPO_ROOT else str(reports)}
     # stamps live beside the checkpoints: wiping checkpoints/ (or a fresh clone with committed reports) reruns all
     stamps = (checkpoints_root() if root == REPO_ROOT else root / "checkpoints") / profile / ".stamps"
-    os.environ["CODELIB_HEADLESS"] = (
-        "1"  # widgets print, bars print lines (codelib.plumbing.progress, codelib.reports.explore)
-    )
+    os.environ.update(HEADLESS_ENV)  # widgets print, bars print lines (codelib.plumbing.progress)
     all_stages = profile_stages(profile, root)
     results = []
     if root == REPO_ROOT and uses_tiny(params):

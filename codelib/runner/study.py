@@ -44,6 +44,7 @@ from pathlib import Path
 from codelib.evaluation import evaluator
 from codelib.plumbing.fingerprint import module_sources
 from codelib.plumbing.params import REPO_ROOT, ParamsError, atomic_write_json, resolve
+from codelib.plumbing.progress import HEADLESS_ENV
 from codelib.policy.models import checkpoint_fingerprint
 from codelib.runner import pipeline
 from codelib.runner.study_file import Run, Study, StudyError, load_study, load_summaries
@@ -143,7 +144,7 @@ def run_study(
         if unknown:
             raise StudyError(f"{flag} {unknown[0]!r} is neither a run nor an arm of {study.name}; arms: {', '.join(study.arms)}")  # fmt: skip
     _check_starts(study)
-    os.environ["CODELIB_HEADLESS"] = "1"
+    os.environ.update(HEADLESS_ENV)  # widgets print, bars print lines (codelib.plumbing.progress)
     stamps = study.checkpoints / ".stamps"
     rows = []
     todo = []  # (tag, run, notebook, out_nb, key, stamp_path): the runs to train, in the study's order

@@ -30,7 +30,7 @@ from codelib.plumbing import checkpoints
 from codelib.plumbing.params import atomic_write_json, config_to_dict, run_dir
 from codelib.policy.distributed import refuse_sharded_loop
 from codelib.policy.generation import generate, stops_for
-from codelib.policy.models import DEFAULT_TARGETS, add_lora, save_adapter
+from codelib.policy.models import DEFAULT_TARGETS, add_lora, policy_problem, save_adapter
 from codelib.tasks import load_tasks
 
 
@@ -221,6 +221,13 @@ class Keeper:
         atomic_write_json(self.out / "kept.json", kept)
 
 
+def check_init(cfg: StageConfig) -> None:
+    """cfg.init can be loaded: checked before a run writes anything, so a typo in it never rewrites a finished run's
+    config.json, and the message names the command that trains it."""
+    if why := policy_problem(cfg.init, cfg.profile):
+        raise FileNotFoundError(f"init: {why}")
+
+
 def trainer_args(cfg: StageConfig, out: Path | None = None, **override) -> dict:
     """The transformers TrainingArguments every TRL-based stage (SFT, GRPO, DPO) sets the same way from its Config.
 
@@ -286,6 +293,7 @@ class OnlineRun:
         """heads: model -> {name: module} trained beside the adapter (PPO's value head), built after the adapter;
         algorithm, label: the registered name (codelib.algorithms.ALGORITHMS) and label config.json records;
         record: the config written there (default: cfg's fields)."""
+        check_init(cfg)
         seed_everything(cfg.seed, cfg.threads)
         self.cfg, self.acc = cfg, Accelerator(cpu=not torch.cuda.is_available())
         refuse_sharded_loop(self.acc)  # FSDP / DeepSpeed: stop here with the fix (our loops sample on every rank)

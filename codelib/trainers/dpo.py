@@ -19,11 +19,11 @@ from trl import DPOConfig, DPOTrainer
 
 from codelib.engine.candidates import RANKING, PairRule, annotate, build_preferences, generate_candidates
 from codelib.engine.metrics import trainer_callback
-from codelib.plumbing.params import atomic_write_json, config_to_dict, main_config, read_jsonl, resolve
+from codelib.plumbing.params import atomic_write_json, config_to_dict, main_train, read_jsonl, resolve
 from codelib.policy.distributed import save_gathered
 from codelib.policy.models import adapters_fp32, load_policy, lora_config, starting_model_dir
 from codelib.tasks import load_tasks
-from codelib.trainers.common import SamplingConfig, seed_everything, trainer_args
+from codelib.trainers.common import SamplingConfig, check_init, seed_everything, trainer_args
 
 
 @dataclass
@@ -130,6 +130,7 @@ def prepare(cfg: Config) -> dict:
 
 def train(cfg: Config) -> Path:
     """Build the preference data (if needed) and run DPO; returns the run directory."""
+    check_init(cfg)
     seed_everything(cfg.seed, cfg.threads)
     out = cfg.run_dir
     out.mkdir(parents=True, exist_ok=True)
@@ -188,4 +189,4 @@ def train(cfg: Config) -> Path:
 
 
 if __name__ == "__main__":
-    train(main_config(Config))
+    main_train(Config, train)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codelib.algorithms import ALGORITHMS
-from codelib.plumbing.params import config_to_dict, main_config
+from codelib.plumbing.params import config_to_dict, main_train
 from codelib.trainers import online
 from codelib.trainers.common import TrainEvalConfig
 
@@ -191,4 +191,4 @@ def train(cfg: Config) -> Path:
 
 
 if __name__ == "__main__":
-    train(main_config(Config))
+    main_train(Config, train)

@@ -30,7 +30,7 @@ from codelib.policy.distributed import gathered_trainable_state, grpo_batches, r
 from codelib.policy.generation import find_stop, stops_for, trim
 from codelib.policy.models import adapters_fp32, load_policy, lora_config, starting_model_dir
 from codelib.tasks import load_tasks
-from codelib.trainers.common import Keeper, seed_everything, trainer_args, write_rank_checksums
+from codelib.trainers.common import Keeper, check_init, seed_everything, trainer_args, write_rank_checksums
 
 
 class _Timed:
@@ -266,6 +266,7 @@ def grpo_args(cfg, out, vocab: int = 0):
 def train(cfg) -> Path:
     """Run the GRPO family with TRL (cfg: `codelib.trainers.grpo.Config`); returns the run directory (adapter,
     config.json, metrics.jsonl, checkpoint-N/)."""
+    check_init(cfg)
     seed_everything(cfg.seed, cfg.threads)
     out = cfg.run_dir
     out.mkdir(parents=True, exist_ok=True)

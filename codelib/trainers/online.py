@@ -23,7 +23,7 @@ import torch
 
 from codelib.algorithms import ALGORITHMS, AdvantageInput, aggregate, compute_advantages, parts_of, policy_loss
 from codelib.algorithms.losses import check_kl, kl_estimate
-from codelib.plumbing.params import main_config
+from codelib.plumbing.params import main_train
 from codelib.policy.logprobs import Batch, kl_to_start, make_batch, reference_logprobs, token_logprobs
 from codelib.trainers.common import OnlineConfig, OnlineRun
 
@@ -306,4 +306,4 @@ def train(cfg: Config, label: str | None = None, record: dict | None = None) -> 
 
 
 if __name__ == "__main__":
-    train(main_config(Config))
+    main_train(Config, train)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from codelib.engine.rewards import PASS_MINUS_LENGTH
-from codelib.plumbing.params import main_config
+from codelib.plumbing.params import main_train
 from codelib.trainers import online
 from codelib.trainers.online import dropout_active, value_head, value_loss_of  # noqa: F401  (public since PPO had them)
 
@@ -62,4 +62,4 @@ def train(cfg: Config) -> Path:
 
 
 if __name__ == "__main__":
-    train(main_config(Config))
+    main_train(Config, train)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from codelib.engine.rewards import PASS_MINUS_LENGTH
-from codelib.plumbing.params import main_config
+from codelib.plumbing.params import main_train
 from codelib.trainers import online
 
 BASELINES = ("moving_average", "none", "rloo")
@@ -50,4 +50,4 @@ def train(cfg: Config) -> Path:
 
 
 if __name__ == "__main__":
-    train(main_config(Config))
+    main_train(Config, train)

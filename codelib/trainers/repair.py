@@ -28,7 +28,7 @@ import torch
 from codelib.engine import metrics, repair, repair_data, rollout
 from codelib.evaluation.eval_sampling import EVAL_SAMPLING
 from codelib.evaluation.repair_eval import PROBE, eval_dir, eval_sets, evaluate  # noqa: F401  (the stage's evaluation, old home)
-from codelib.plumbing.params import load_config, main_config
+from codelib.plumbing.params import load_config, main_train
 from codelib.policy.logprobs import kl_to_start, make_batch, reference_logprobs, token_logprobs
 from codelib.reports.repair import write_report  # noqa: F401  (old home)
 from codelib.tasks import load_tasks, tasks_to_rows
@@ -252,4 +252,4 @@ def train_sft(cfg: Config) -> Path | None:
 
 
 if __name__ == "__main__":
-    train(main_config(Config))
+    main_train(Config, train)

@@ -21,11 +21,11 @@ from transformers.trainer_utils import get_last_checkpoint
 from trl import SFTConfig, SFTTrainer
 
 from codelib.engine.metrics import trainer_callback
-from codelib.plumbing.params import atomic_write_json, config_to_dict, main_config
+from codelib.plumbing.params import atomic_write_json, config_to_dict, main_train
 from codelib.policy.distributed import save_gathered
 from codelib.policy.models import adapters_fp32, load_policy, lora_config
 from codelib.tasks import load_tasks
-from codelib.trainers.common import StageConfig, trainer_args
+from codelib.trainers.common import StageConfig, check_init, trainer_args
 
 
 @dataclass
@@ -67,6 +67,7 @@ def build_dataset(cfg: Config, tasks: list | None = None):
 def train(cfg: Config, tasks: list | None = None) -> Path:
     """Fine-tune `cfg.init` with LoRA on prompt -> canonical solution; return the run directory. tasks: train on
     these instead of the configured split (the repair stage's SFT with repair examples)."""
+    check_init(cfg)
     threads = int(os.environ.get("CODELIB_THREADS") or cfg.threads or 0)  # CODELIB_THREADS: a shared machine
     if threads:
         torch.set_num_threads(threads)
@@ -114,4 +115,4 @@ def train(cfg: Config, tasks: list | None = None) -> Path:
 
 
 if __name__ == "__main__":
-    train(main_config(Config))
+    main_train(Config, train)
