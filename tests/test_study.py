@@ -509,3 +509,32 @@ def test_plots_pass_at_k_draws_old_and_greedy_summaries():
     lines = [ax.get_lines()[-1] for ax in panels]  # each panel's own curve (the baseline's, dashed, comes first)
     assert [len(ln.get_xdata()) for ln in lines] == [4, 1, 4]
     assert list(lines[0].get_ydata()) == pytest.approx(list(lines[2].get_ydata()))
+
+
+def test_comparison_keeps_a_finished_run_and_trains_a_stopped_one(tmp_path):
+    """make compare's currency: a run whose config.json holds the params file's settings is current once it finished
+    (its end marker, or an HF trainer's last checkpoint at max_steps); a run stopped halfway is trained again."""
+    import json as _json
+
+    from codelib.plumbing.params import config_to_dict, load_config
+    from codelib.plumbing.stages import STAGES
+    from codelib.reports.comparison import same_config
+
+    params_file = REPO_ROOT / "params/tiny/05_dpo.yaml"
+    run = tmp_path / "dpo"
+    (run / "checkpoint-120").mkdir(parents=True)
+    config = config_to_dict(load_config(STAGES["05_dpo"].config_class(), params_file))
+    (run / "config.json").write_text(_json.dumps(config))
+    (run / "adapter_model.safetensors").write_bytes(b"")
+    state = run / "checkpoint-120" / "trainer_state.json"
+    state.write_text(_json.dumps({"global_step": 80, "max_steps": 120}))
+    assert not same_config(run, params_file)  # stopped at 80 of 120
+    state.write_text(_json.dumps({"global_step": 120, "max_steps": 120}))
+    assert same_config(run, params_file)
+    (run / "config.json").write_text(_json.dumps({**config, "beta": config["beta"] * 2}))
+    assert not same_config(run, params_file)  # other settings
+    (run / "config.json").write_text(_json.dumps(config))
+    state.unlink()
+    assert not same_config(run, params_file)
+    (run / "train_summary.json").write_text("{}")
+    assert same_config(run, params_file)

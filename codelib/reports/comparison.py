@@ -268,9 +268,7 @@ def same_config(run: Path, params_file: Path) -> bool:
 
     if not (run / "config.json").exists() or not (run / "adapter_model.safetensors").exists():
         return False
-    if not (
-        (run / "kept.json").exists() or (run / "train_summary.json").exists() or (run / "trainer_state.json").exists()
-    ):
+    if not _finished(run):
         return False
     number = params_file.name[:2]
     stage = next(s for n, s in STAGES.items() if n.startswith(number) and s.kind == "train")
@@ -278,6 +276,18 @@ def same_config(run: Path, params_file: Path) -> bool:
     have = json.loads((run / "config.json").read_text())
     ignore = {"workers", "threads", "report_to", "save_every", "processes"}
     return all(have.get(k) == v for k, v in want.items() if k not in ignore)
+
+
+def _finished(run: Path) -> bool:
+    """A run wrote its end marker (kept.json, train_summary.json), or is an HF trainer's run whose last
+    checkpoint's trainer_state.json reached its max_steps (the adapter beside it is the final one)."""
+    if any((run / f).exists() for f in ("kept.json", "train_summary.json", "trainer_state.json")):
+        return True
+    states = sorted(run.glob("checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[-1]))
+    if not states:
+        return False
+    state = json.loads(states[-1].read_text())
+    return state.get("max_steps", 0) > 0 and state.get("global_step", -1) >= state["max_steps"]
 
 
 def train_missing(spec: Path, dry_run: bool = False) -> list[str]:

@@ -185,6 +185,7 @@ def train(cfg: Config) -> Path:
     trainer.train(resume_from_checkpoint=last)
     tokenizer.padding_side = "left"
     save_gathered(trainer.accelerator, trainer.model, tokenizer, out)  # FSDP: gathered; the main process writes
+    atomic_write_json(out / "train_summary.json", {"stage": cfg.stage, "steps": trainer.state.global_step})
     return out
 
 
