@@ -151,6 +151,8 @@ def test_study_file_expands_arms_and_seeds(tmp_path):
         ({"eval": {"n_sample": 3}}, r"EvalConfig has no parameter 'n_sample'"),
         ({"eval": {"ks": [1, 8]}}, r"pass@8 needs at least 8 samples"),
         ({"baseline": "grpo"}, r"baseline 'grpo' is neither an arm"),
+        ({"pairs": [["rf", "sft", "x"]]}, r"pairs is a list of two-name lists, e.g. pairs: \[\[grpo, grpo_trl\]\]"),
+        ({"pairs": [["rf", "grpo"]]}, r"pairs: \[rf, grpo\] must name two different arms or references"),
     ],
 )  # fmt: skip
 def test_bad_study_files_fail_naming_the_fix(tmp_path, edit, message):
@@ -425,9 +427,19 @@ def test_summary_tables_and_figures_from_evaluations(tmp_path, monkeypatch):
     paths = study.make_figures(out, show=False)
     for p in paths.values():
         assert p.stat().st_size > 5000
+    named = [("grpo", "grpo_trl"), ("dapo", "grpo"), ("grpo", "reinforce"), ("rloo", "reinforce"),
+             ("ppo", "reinforce"), ("rpo", "dpo")]  # fmt: skip
+    assert s.pairs == named and pairs[8:14] == named  # the study's pairs come next, in its order
+    assert list(out.comparisons["shown"]) == [True] * 14 + [False] * (len(pairs) - 14)
     md = (s.reports / "summary.md").read_text()
     row = [line for line in md.splitlines() if line.startswith("| dpo | 05_dpo")]  # the stage and its overrides
     assert len(row) == 1 and "| 3 |" in row[0] and "two-level bootstrap" in md
+    shown_rows = [line for line in md.splitlines() if line.count("|") == 5 and line.startswith("| ") and "[" in line]
+    assert len(shown_rows) == 1 + 14 and "| rpo | dpo | " in md and "| dpo | rloo |" not in md
+    assert f"the other {len(pairs) - 14} pairs are in comparisons.csv" in md
+    import pandas as pd
+
+    assert len(pd.read_csv(s.reports / "comparisons.csv")) == len(pairs)
     assert "Not trained yet" not in md
 
     # a study with runs left (stopped, or trained with --only) is summarised over what it has, naming the rest

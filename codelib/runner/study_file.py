@@ -36,6 +36,8 @@ STUDY_KEYS = {
     "references": "name -> checkpoint evaluated once beside the arms (e.g. base: tiny, sft: checkpoints/tiny/sft)",
     "baseline": "an arm or reference every arm is compared with, paired (every pair of arms is compared too)",
     "jobs": "how many runs train at once (default 1); on 2 cores, 2 with threads: 1 in every arm",
+    "pairs": "pairs of arms summary.md shows beside each arm vs the baseline, e.g. [[grpo, grpo_trl]] (default: every "
+    "pair; comparisons.csv holds every pair)",
 }
 ARM_KEYS = {
     "stage": "a training stage: " + ", ".join(TRAIN_STAGES),
@@ -76,6 +78,7 @@ class Study:
     baseline: str
     split: str = ""  # evaluate on this split instead of the eval's own (`load_study(path, split=...)`)
     jobs: int = 1  # runs trained at once (each its own notebook kernel)
+    pairs: list[tuple[str, str]] | None = None  # the pairs summary.md shows (None: every pair)
 
     @property
     def reports(self) -> Path:
@@ -278,6 +281,20 @@ def load_study(path: str | Path, split: str = "") -> Study:
     jobs = data.get("jobs", 1)
     if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
         raise StudyError(f"{where}: jobs is how many runs train at once, an integer >= 1 (e.g. jobs: 2); got {jobs!r}")
+    pairs = data.get("pairs")
+    if pairs is not None:
+        known = [*arms, *references]
+        ok = isinstance(pairs, list) and all(isinstance(p, list) and len(p) == 2 for p in pairs)
+        if not ok:
+            raise StudyError(
+                f"{where}: pairs is a list of two-name lists, e.g. pairs: [[grpo, grpo_trl]]; got {pairs!r}"
+            )
+        for a, b in pairs:
+            if a not in known or b not in known or a == b:
+                raise StudyError(
+                    f"{where}: pairs: [{a}, {b}] must name two different arms or references ({', '.join(known)})"
+                )
+        pairs = [(a, b) for a, b in pairs]
     study = Study(
         name,
         path,
@@ -290,6 +307,7 @@ def load_study(path: str | Path, split: str = "") -> Study:
         dict(references),
         baseline,
         jobs=jobs,
+        pairs=pairs,
     )
     checked = _build(
         EvalConfig, {**eval_base, "profile": profile, "checkpoints": {"x": "tiny"}, "baseline": ""}, f"{where}: eval"

@@ -195,8 +195,21 @@ def summarise(cfg: StudyReportConfig, write: bool = True) -> StudySummary:
         )
     arm_names = [g for g in groups if g not in study.references]
     pairs = [(g, study.baseline) for g in arm_names if study.baseline and g != study.baseline]
+    shown = set(pairs)
+    if study.pairs is not None:  # the pairs the study names come next, in its order (a reference may be in one)
+        named = [p for p in study.pairs if p[0] in groups and p[1] in groups]
+        pairs += [p for p in named if p not in pairs and p[::-1] not in pairs]
+        shown.update(named)
     pairs += [p for p in itertools.combinations(arm_names, 2) if p not in pairs and p[::-1] not in pairs]
-    comparisons = [{"a": a, "b": b, **paired_two_level(data[a], data[b], it, sd)} for a, b in pairs]
+    comparisons = [
+        {
+            "a": a,
+            "b": b,
+            "shown": study.pairs is None or (a, b) in shown or (b, a) in shown,
+            **paired_two_level(data[a], data[b], it, sd),
+        }
+        for a, b in pairs
+    ]
 
     curves = {}
     k_max = min(min(r["n"] for r in summaries[n]["per_task"]) for names in groups.values() for n in names)
@@ -254,21 +267,36 @@ def summary_markdown(s: StudySummary, cfg: StudyReportConfig) -> str:
             f"[{_pct(r['ci_low'])}, {_pct(r['ci_high'])}] | [{_pct(r['task_ci_low'])}, "
             f"{_pct(r['task_ci_high'])}] | {_pct(r['seed_sd'])} | {r['per_seed']} | {r['avg_tokens']:.1f} |"
         )
-    if len(s.comparisons):
+    shown = _shown(s.comparisons)
+    if len(shown):
+        hidden = len(s.comparisons) - len(shown)
         lines += [
             "",
             "Paired over the same tasks, seeds resampled within each arm; `P(a > b)` is the share of "
-            "bootstrap replicates where a is ahead.",
+            "bootstrap replicates where a is ahead."
+            + (
+                f" Every arm against the baseline and the pairs the study names; the other {hidden} pairs are in "
+                "comparisons.csv."
+                if hidden
+                else ""
+            ),
             "",
             "| a | b | Δ pass@1 (a - b) [95% CI] | P(a > b) |",
             "|---|---|---|---|",
         ]
-        for r in s.comparisons.to_dict("records"):
+        for r in shown.to_dict("records"):
             lines.append(
                 f"| {r['a']} | {r['b']} | {100 * r['diff']:+.1f} [{100 * r['ci_low']:+.1f}, "
                 f"{100 * r['ci_high']:+.1f}] | {r['p_better']:.2f} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def _shown(comparisons):
+    """The pairs summary.md and the comparisons figure show (every pair when the study names none)."""
+    if not len(comparisons) or "shown" not in comparisons:
+        return comparisons
+    return comparisons[comparisons["shown"].astype(bool)]
 
 
 def write_summary(s: StudySummary, cfg: StudyReportConfig) -> dict[str, Path]:
@@ -340,7 +368,7 @@ def plot_comparisons(s: StudySummary):
     """Paired differences of pass@1 with their two-level intervals (a forest plot); 0 = no difference."""
     import matplotlib.pyplot as plt
 
-    df = s.comparisons
+    df = _shown(s.comparisons)
     fig, ax = plt.subplots(figsize=(6.5, 0.5 * max(len(df), 1) + 1.5))
     for i, r in enumerate(df.to_dict("records")):
         ax.errorbar(
