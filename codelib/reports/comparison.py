@@ -192,7 +192,8 @@ def comparison_markdown(profile: str, df: pd.DataFrame, baseline: str = "sft", s
         f"# Algorithms compared ({profile})",
         "",
         "Held-out pass@1 (%) with its 95% bootstrap interval over tasks; Δ is paired over the same tasks; avg "
-        "tokens of the eval samples; train min: training wall time; zero-var groups: the mean share of a "
+        "tokens of the eval samples; train min: the run's training wall time as it happened (a run trained beside "
+        "other jobs took longer: not a speed comparison, bench/ measures speed); zero-var groups: the mean share of a "
         "step's groups whose rewards were all equal (no signal; '-' for one sample per task); clip frac: the mean "
         "share of completion tokens where the ratio clip bound (low + high), entropy: the policy's mean token "
         "entropy over the run ('-': not computed by that algorithm or trainer); the last column: "
