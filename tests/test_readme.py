@@ -29,14 +29,14 @@ def test_a_changed_report_makes_its_block_stale_and_sync_rewrites_it(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text((ROOT / "README.md").read_text())
     assert readme_tables.sync(readme, tmp_path, check=True) == []
-    report = tmp_path / readme_tables.BLOCKS["results"][0]
+    report = tmp_path / readme_tables.BLOCKS["comparison"][0]
     report.write_text(report.read_text().replace("| sft | ", "| sft2 | "))
-    assert readme_tables.sync(readme, tmp_path, check=True) == ["results"]
+    assert readme_tables.sync(readme, tmp_path, check=True) == ["comparison"]
     assert "| sft2 | " not in readme.read_text()  # --check writes nothing
-    assert readme_tables.sync(readme, tmp_path) == ["results"]
+    assert readme_tables.sync(readme, tmp_path) == ["comparison"]
     assert "| sft2 | " in readme.read_text() and readme_tables.sync(readme, tmp_path, check=True) == []
-    readme.write_text(readme.read_text().replace("<!-- results:end -->", ""))
-    with pytest.raises(ValueError, match="results:start"):
+    readme.write_text(readme.read_text().replace("<!-- comparison:end -->", ""))
+    with pytest.raises(ValueError, match="comparison:start"):
         readme_tables.sync(readme, tmp_path, check=True)
 
 

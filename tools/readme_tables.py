@@ -18,7 +18,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCKS = {  # marker name -> (report, what regenerates it)
-    "results": ("reports/tiny/results.md", "`make demo`"),
     "study": ("reports/tiny/studies/algorithms/summary.md", "`make study`"),
     "comparison": ("reports/tiny/comparison.md", "`make compare`"),
     "study_fresh": (
@@ -32,9 +31,8 @@ BLOCKS = {  # marker name -> (report, what regenerates it)
     "repair": ("reports/tiny/repair/summary.md", "`python -m codelib.pipeline --only 09_repair`"),
 }
 PAGES = {  # page -> the blocks it holds (each block lives on one page)
-    "README.md": ["results", "study"],
+    "README.md": ["study", "comparison"],
     "docs/studies.md": ["study_fresh", "passk"],
-    "docs/algorithms.md": ["comparison"],
     "docs/repair.md": ["repair"],
 }
 
