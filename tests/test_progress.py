@@ -72,13 +72,30 @@ def test_headless_trainer_keeps_our_progress_only(monkeypatch):
     assert _names(trainer) == ["DefaultFlowCallback", "Progress"]
 
 
-def test_interactive_trainer_keeps_the_notebook_display(monkeypatch):
-    from transformers.trainer_callback import DefaultFlowCallback, ProgressCallback
+def test_interactive_trainer_shows_one_bar(monkeypatch):
+    # in JupyterLab, transformers' notebook bar and loss table stood beside our widget: two bars for one run
+    from transformers.trainer_callback import DefaultFlowCallback
     from transformers.utils.notebook import NotebookProgressCallback
 
     monkeypatch.delenv("CODELIB_HEADLESS", raising=False)
     monkeypatch.setattr(progress, "under_papermill", lambda: False)
-    trainer = progress.use_progress(_trainer_with([DefaultFlowCallback, ProgressCallback]), "sft")
-    assert _names(trainer) == ["DefaultFlowCallback", "Progress"]
     trainer = progress.use_progress(_trainer_with([DefaultFlowCallback, NotebookProgressCallback]), "sft")
-    assert _names(trainer) == ["DefaultFlowCallback", "NotebookProgressCallback", "Progress"]
+    assert _names(trainer) == ["DefaultFlowCallback", "Progress"]
+
+
+def test_trainer_line_keeps_the_last_metrics_at_the_end(monkeypatch, capsys):
+    # the Trainer's last log (train_runtime, train_loss, ...) has none of the keys a line shows: it used to clear them
+    from types import SimpleNamespace
+
+    monkeypatch.setenv("CODELIB_HEADLESS", "1")
+    callback = progress.trainer_progress("sft")
+    state = SimpleNamespace(is_world_process_zero=True, max_steps=2, global_step=0)
+    callback.on_train_begin(None, state, None)
+    for step, logs in ((1, {"loss": 0.5}), (2, {"loss": 0.25, "mean_token_accuracy": 0.9})):
+        state.global_step = step
+        callback.on_step_end(None, state, None)
+        callback.on_log(None, state, None, logs=logs)
+    callback.on_log(None, state, None, logs={"train_runtime": 3.0, "train_loss": 0.4})
+    callback.on_train_end(None, state, None)
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("sft: 2/2 (100%)") and last.endswith("loss 0.25 · acc 90%")

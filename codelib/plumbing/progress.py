@@ -182,8 +182,9 @@ def trainer_progress(desc: str):
                 self.bar.update(state.global_step - self.bar.n)
 
         def on_log(self, args, state, control, logs=None, **kwargs):
-            if self.bar is not None and logs:
-                self.bar.set_postfix_str(compact(logs, TRAINER_KEYS), refresh=False)
+            text = compact(logs or {}, TRAINER_KEYS)
+            if self.bar is not None and text:  # the end-of-training log (train_loss, ...) keeps the last metrics
+                self.bar.set_postfix_str(text, refresh=False)
 
         def on_train_end(self, args, state, control, **kwargs):
             if self.bar is not None:
@@ -194,17 +195,14 @@ def trainer_progress(desc: str):
 
 
 def use_progress(trainer, desc: str):
-    """Replace a transformers Trainer's own progress display (a bar, or a dict printed per log when its bar is
-    disabled) with `trainer_progress`: a widget in JupyterLab, one line per interval headless. Headless, the Trainer's
-    notebook display goes too: in an executed report it is a table of every logged loss before the curves that show
-    them. Returns the trainer."""
+    """Replace a transformers Trainer's own progress display with `trainer_progress`: a widget in JupyterLab, one
+    line per interval headless. Its own display is a bar in a terminal, a dict printed per log when that bar is
+    disabled, and in a kernel a second bar with a table of every logged loss (in JupyterLab beside ours; in an
+    executed report a long table before the curves that show the same numbers). Returns the trainer."""
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
+    from transformers.utils.notebook import NotebookProgressCallback
 
-    trainer.remove_callback(ProgressCallback)
-    trainer.remove_callback(PrinterCallback)
-    if headless():
-        from transformers.utils.notebook import NotebookProgressCallback
-
-        trainer.remove_callback(NotebookProgressCallback)
+    for callback in (ProgressCallback, PrinterCallback, NotebookProgressCallback):
+        trainer.remove_callback(callback)
     trainer.add_callback(trainer_progress(desc))
     return trainer
