@@ -48,8 +48,9 @@ bench-gpu: $(STAMP)  ## on a GPU machine: trainer steps of the 1.3B and 7B archi
 	$(PY) -m bench.gpu --arch deepseek-1.3b --eval --out reports/bench-gpu-1.3b.json
 	$(PY) -m bench.gpu --arch deepseek-7b --trainers grpo,ppo --quant lora,qlora --out reports/bench-gpu-7b.json
 
-lab: $(STAMP)  ## open JupyterLab at the repository root: notebooks/ to run, reports/ to read (kernels on local IPC sockets)
+lab: $(STAMP)  ## open JupyterLab at the repository root: notebooks/ to run, reports/ to read (read-only there)
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir=. $(if $(filter Windows_NT,$(OS)),,--KernelManager.transport=ipc) \
+	    --ServerApp.contents_manager_class=codelib.plumbing.lab.ReportsReadOnly \
 	    $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)  # as root (a container, CI): Jupyter refuses without it
 
 clean:

@@ -28,3 +28,74 @@ def test_plain_python_is_not_a_notebook_and_not_papermill(monkeypatch):
     monkeypatch.delenv("CODELIB_HEADLESS", raising=False)
     assert not progress.in_notebook() and not progress.under_papermill()
     assert not progress.headless() and progress.headless(interactive=False)
+
+
+def test_headless_bar_writes_no_line_before_the_first_step(monkeypatch, capsys):
+    monkeypatch.setenv("CODELIB_HEADLESS", "1")
+    monkeypatch.setenv("CODELIB_PROGRESS_S", "20")  # the default: a loop of a few seconds prints its last line only
+    for _ in progress.steps(range(3), total=3, desc="sft"):
+        pass
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sft: 3/3 (100%)")  # no "sft: 0/3 (0%)" first
+
+
+def _trainer_with(callbacks):
+    from transformers.trainer_callback import CallbackHandler
+
+    class Trainer:  # what use_progress touches of a transformers Trainer
+        def __init__(self):
+            self.callback_handler = CallbackHandler(callbacks, None, None, None, None)
+
+        def remove_callback(self, callback):
+            self.callback_handler.remove_callback(callback)
+
+        def add_callback(self, callback):
+            self.callback_handler.add_callback(callback)
+
+    return Trainer()
+
+
+def _names(trainer):
+    return [type(c).__name__ for c in trainer.callback_handler.callbacks]
+
+
+def test_headless_trainer_keeps_our_progress_only(monkeypatch):
+    # a Trainer made in a kernel gets transformers' NotebookProgressCallback: in an executed report, a table of every
+    # logged loss before the curves
+    from transformers.trainer_callback import DefaultFlowCallback, PrinterCallback
+    from transformers.utils.notebook import NotebookProgressCallback
+
+    monkeypatch.setenv("CODELIB_HEADLESS", "1")
+    trainer = progress.use_progress(
+        _trainer_with([DefaultFlowCallback, NotebookProgressCallback, PrinterCallback]), "dpo"
+    )
+    assert _names(trainer) == ["DefaultFlowCallback", "Progress"]
+
+
+def test_interactive_trainer_shows_one_bar(monkeypatch):
+    # in JupyterLab, transformers' notebook bar and loss table stood beside our widget: two bars for one run
+    from transformers.trainer_callback import DefaultFlowCallback
+    from transformers.utils.notebook import NotebookProgressCallback
+
+    monkeypatch.delenv("CODELIB_HEADLESS", raising=False)
+    monkeypatch.setattr(progress, "under_papermill", lambda: False)
+    trainer = progress.use_progress(_trainer_with([DefaultFlowCallback, NotebookProgressCallback]), "sft")
+    assert _names(trainer) == ["DefaultFlowCallback", "Progress"]
+
+
+def test_trainer_line_keeps_the_last_metrics_at_the_end(monkeypatch, capsys):
+    # the Trainer's last log (train_runtime, train_loss, ...) has none of the keys a line shows: it used to clear them
+    from types import SimpleNamespace
+
+    monkeypatch.setenv("CODELIB_HEADLESS", "1")
+    callback = progress.trainer_progress("sft")
+    state = SimpleNamespace(is_world_process_zero=True, max_steps=2, global_step=0)
+    callback.on_train_begin(None, state, None)
+    for step, logs in ((1, {"loss": 0.5}), (2, {"loss": 0.25, "mean_token_accuracy": 0.9})):
+        state.global_step = step
+        callback.on_step_end(None, state, None)
+        callback.on_log(None, state, None, logs=logs)
+    callback.on_log(None, state, None, logs={"train_runtime": 3.0, "train_loss": 0.4})
+    callback.on_train_end(None, state, None)
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("sft: 2/2 (100%)") and last.endswith("loss 0.25 · acc 90%")

@@ -90,8 +90,11 @@ class _Lines:
     def __init__(self, stream):
         self.stream = stream
         self.last = ""
+        self.armed = False  # tqdm draws the bar once as it is created ("0/250 (0%)"): noise in a log, not written
 
     def write(self, s: str) -> None:
+        if not self.armed:
+            return
         text = s.replace("\r", "").strip()
         count = text.split(" (")[0]  # "grpo: 40/250": closing a bar redraws its last count once more
         if text and count != self.last:
@@ -122,15 +125,18 @@ def bar(iterable: Iterable | None = None, total: int | None = None, desc: str | 
     kwargs.setdefault("mininterval", interval_s())
     kwargs.setdefault("maxinterval", max(interval_s(), 10.0))
     fmt = "{desc}: {n_fmt}/{total_fmt} ({percentage:.0f}%) {elapsed}<{remaining}, {rate_fmt}{postfix}"
-    return text_tqdm(
+    lines = _Lines(sys.stdout)
+    made = text_tqdm(
         iterable,
         total=total,
         desc=desc or "progress",
-        file=_Lines(sys.stdout),
+        file=lines,
         ascii=True,
         bar_format=fmt if total else "{desc}: {n_fmt} {elapsed}, {rate_fmt}{postfix}",
         **kwargs,
     )
+    lines.armed = True  # from here on: a line per interval and the last one
+    return made
 
 
 def steps(iterable: Iterable | None = None, total: int | None = None, desc: str = "train", **kwargs):
@@ -176,8 +182,9 @@ def trainer_progress(desc: str):
                 self.bar.update(state.global_step - self.bar.n)
 
         def on_log(self, args, state, control, logs=None, **kwargs):
-            if self.bar is not None and logs:
-                self.bar.set_postfix_str(compact(logs, TRAINER_KEYS), refresh=False)
+            text = compact(logs or {}, TRAINER_KEYS)
+            if self.bar is not None and text:  # the end-of-training log (train_loss, ...) keeps the last metrics
+                self.bar.set_postfix_str(text, refresh=False)
 
         def on_train_end(self, args, state, control, **kwargs):
             if self.bar is not None:
@@ -188,11 +195,14 @@ def trainer_progress(desc: str):
 
 
 def use_progress(trainer, desc: str):
-    """Replace a transformers Trainer's own progress display (a notebook widget, or a dict printed per log when its
-    bar is disabled) with `trainer_progress`: a widget in JupyterLab, one line per interval headless. Returns it."""
+    """Replace a transformers Trainer's own progress display with `trainer_progress`: a widget in JupyterLab, one
+    line per interval headless. Its own display is a bar in a terminal, a dict printed per log when that bar is
+    disabled, and in a kernel a second bar with a table of every logged loss (in JupyterLab beside ours; in an
+    executed report a long table before the curves that show the same numbers). Returns the trainer."""
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
+    from transformers.utils.notebook import NotebookProgressCallback
 
-    trainer.remove_callback(ProgressCallback)
-    trainer.remove_callback(PrinterCallback)
+    for callback in (ProgressCallback, PrinterCallback, NotebookProgressCallback):
+        trainer.remove_callback(callback)
     trainer.add_callback(trainer_progress(desc))
     return trainer

@@ -13,6 +13,15 @@ from codelib.plumbing.paths import report_dir
 
 PROBE = "probe"  # the probe's task set: its eval summaries under repair_eval/probe/, its report section and figures
 
+# the tiny profile's evaluated checkpoints (eval_checkpoints) and the arms, in words for the figures
+CHECKPOINT_WORDS = {"sft": "SFT", "repair_sft": "SFT with repair examples", "repair": "multi-turn RL (RLOO)"}
+ARM_WORDS = {"tests": "feedback", "empty": "empty feedback", "independent": "independent samples"}
+
+
+def checkpoint_title(name: str) -> str:
+    """`repair_sft: SFT with repair examples`; a name the table does not know stays as it is."""
+    return f"{name}: {CHECKPOINT_WORDS[name]}" if name in CHECKPOINT_WORDS else name
+
 
 def summary_markdown(summaries: dict[str, dict]) -> str:
     """A markdown report of one or more evaluated checkpoints (name -> summary)."""
@@ -69,7 +78,7 @@ def plot_success_by_turn(summaries: dict[str, dict], task_set: str = "held-out t
         ax.set_xticks(t)
         ax.set_xlabel("turns (= samples per task)")
         ax.set_ylabel("success, all tests (%)")
-        ax.set_title(name)
+        ax.set_title(checkpoint_title(name), fontsize=10)
     fig.legend(*axes[0][0].get_legend_handles_labels(), loc="outside right upper", fontsize=8, frameon=False)
     fig.suptitle(f"Success by turn on the {task_set} (95% CI over tasks)")
     return fig
@@ -79,14 +88,19 @@ def plot_differences(summaries: dict[str, dict], task_set: str = "held-out tasks
     """The paired differences at every turn > 1 in points: feedback - empty, feedback - independent, with intervals."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 3.6))
     rows = [(name, c) for name, s in summaries.items() for c in s["comparisons"] if c["turn"] > 1]
+    fig, ax = plt.subplots(figsize=(9, 1.6 + 0.3 * len(rows)))
     y = np.arange(len(rows))
     diffs = 100 * np.array([c["diff"] for _, c in rows])
     err = 100 * np.array([[c["diff"] - c["ci_low"] for _, c in rows], [c["ci_high"] - c["diff"] for _, c in rows]])
     ax.errorbar(diffs, y, xerr=err, fmt="o", capsize=3)
     ax.axvline(0, color="grey", lw=1)
-    ax.set_yticks(y, [f"{name}: {c['a']} − {c['b']} (t={c['turn']})" for name, c in rows], fontsize=8)
+    words = [
+        f"{name}: {ARM_WORDS.get(c['a'], c['a'])} − {ARM_WORDS.get(c['b'], c['b'])}, turn {c['turn']}"
+        for name, c in rows
+    ]
+    ax.set_yticks(y, words, fontsize=8)
+    ax.invert_yaxis()  # the first checkpoint on top, as in the summary
     ax.set_xlabel("paired difference in success (points, 95% bootstrap interval)")
     ax.set_title(f"Feedback against its controls on the {task_set}", fontsize=10)
     fig.tight_layout()

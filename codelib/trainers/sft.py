@@ -108,7 +108,7 @@ def train(cfg: Config, tasks: list | None = None) -> Path:
     trainer.train(resume_from_checkpoint=last)
     tokenizer.padding_side = "left"
     save_gathered(trainer.accelerator, trainer.model, tokenizer, out)  # FSDP: gathered; the main process writes
-    summary = {"stage": "sft", "steps": trainer.state.global_step, "train_tasks": len(dataset)}
+    summary = {"stage": cfg.stage, "steps": trainer.state.global_step, "train_tasks": len(dataset)}
     atomic_write_json(out / "train_summary.json", summary)
     print(json.dumps(summary))
     return out
