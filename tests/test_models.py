@@ -213,7 +213,7 @@ def test_qlora_adapter_stays_fp32_through_a_trl_step(small_model, ckpt_root, mon
     pytest.importorskip("bitsandbytes")
     from safetensors.torch import load_file
 
-    from codelib.trainers import sft
+    from codelib.trainers import common, sft
 
     monkeypatch.setattr(sft, "load_policy", _load_4bit_on_cpu)
 
@@ -226,7 +226,7 @@ def test_qlora_adapter_stays_fp32_through_a_trl_step(small_model, ckpt_root, mon
         return {v.dtype for v in weights.values()}
 
     assert run("qlora_fp32") == {torch.float32}
-    monkeypatch.setattr(sft, "adapters_fp32", lambda model: 0)  # without the fix: TRL's bf16 adapter
+    monkeypatch.setattr(common, "adapters_fp32", lambda model: 0)  # without the fix: TRL's bf16 adapter (train_trl)
     assert run("qlora_trl_cast") == {torch.bfloat16}
 
 

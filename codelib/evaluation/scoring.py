@@ -74,7 +74,7 @@ def score_completions(
                 "passed": bool(v.passed),
                 "detail": v.detail,
                 "verdict": metrics.verdict_class(v),
-                "tamper": str(getattr(v, "tamper", "") or ""),  # what the sandbox saw it try ("" = nothing)
+                "tamper": sandbox.tamper_of(v),  # what the sandbox saw it try ("" = nothing)
             }
         )
     per_task = []

@@ -37,6 +37,7 @@ from .records import (  # noqa: F401 - importable from here
     VERDICT_STDOUT_CHARS,
     Job,
     Verdict,
+    tamper_of,
 )
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -79,3 +79,9 @@ class Job:
     compare: str = ""  # calls: the value comparator (`compare.value_equal`'s name; "" = the default)
     # a task's own limits as factors of the pool's limits, for a limit left None (`codelib.tasks.task.limits_for`)
     limit_scale: tuple = ()  # () or (time factor, memory factor)
+
+
+def tamper_of(verdict) -> str:
+    """What the sandbox saw a program try, as a verdict records it ("" = nothing; also for a verdict-like object
+    without the field)."""
+    return str(getattr(verdict, "tamper", "") or "")

@@ -20,13 +20,14 @@ import torch
 import torch.distributed as dist
 from accelerate import Accelerator
 from accelerate.utils import gather_object
+from transformers.trainer_utils import get_last_checkpoint
 
 from codelib.algorithms.advantages import zero_std_groups
 from codelib.engine import metrics, rewards, rollout
 from codelib.plumbing import checkpoints
 from codelib.plumbing.params import atomic_write_json, config_to_dict
-from codelib.policy.distributed import refuse_sharded_loop
-from codelib.policy.models import add_lora, policy_problem
+from codelib.policy.distributed import refuse_sharded_loop, save_gathered
+from codelib.policy.models import adapters_fp32, add_lora, policy_problem
 from codelib.tasks import load_tasks
 from codelib.trainers.configs import OnlineConfig, SamplingConfig, StageConfig, TrainEvalConfig  # noqa: F401
 from codelib.trainers.keeper import EVAL_SEED, EVAL_TEMPERATURE, Keeper, eval_tasks, heldout_eval  # noqa: F401
@@ -60,6 +61,24 @@ def trainer_args(cfg: StageConfig, out: Path | None = None, **override) -> dict:
         gradient_checkpointing=cuda,
     )
     return args | override
+
+
+def train_trl(trainer, tokenizer, cfg: StageConfig, out: Path, fresh_metrics: bool = False) -> None:
+    """Train a TRL trainer (SFT, DPO) the way our stages do: its adapters in fp32, one progress bar, resumed from the
+    last checkpoint in `out` (fresh_metrics: a run that starts over drops the old metrics.jsonl), then the adapter
+    saved to `out` (gathered under FSDP; the main process writes)."""
+    adapters_fp32(trainer.model)  # TRL casts a 4-bit model's adapters to bf16; our loops train them in fp32
+    from codelib.plumbing.progress import use_progress
+
+    use_progress(trainer, cfg.stage)  # one bar: a widget in JupyterLab, a line per ~20 s headless
+    last = get_last_checkpoint(str(out)) if any(out.glob("checkpoint-*")) else None
+    if last:
+        print(f"resuming from {last}")
+    elif fresh_metrics:
+        (out / "metrics.jsonl").unlink(missing_ok=True)
+    trainer.train(resume_from_checkpoint=last)
+    tokenizer.padding_side = "left"
+    save_gathered(trainer.accelerator, trainer.model, tokenizer, out)  # FSDP: gathered; the main process writes
 
 
 def seed_everything(seed: int, threads: int = 0) -> None:
