@@ -8,7 +8,8 @@ and per-sample verdicts. `evaluate(cfg)` generates with each checkpoint, scores 
     checkpoints/<profile>/eval/<name>/summary.json    pass@k with CIs, per-task counts, paired diff vs baseline
     reports/<profile>/results.csv, results.md         one row per checkpoint (`reports.write_results`)
 
-The statistics (pass@k, bootstrap and paired intervals) are `codelib.evaluation.stats`'s, re-exported here. `python -m codelib.evaluator params/tiny/06_eval.yaml [key=value ...]`.
+The statistics (pass@k, bootstrap and paired intervals) are `codelib.evaluation.stats`'s, re-exported here.
+`python -m codelib.evaluator params/tiny/06_eval.yaml [key=value ...]`.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from codelib.evaluation.scoring import score_completions
 from codelib.evaluation.stats import bootstrap_ci, paired_difference, pass_at_k
 from codelib.plumbing.fingerprint import SCORE, code_hash
 from codelib.plumbing.params import atomic_write_json, atomic_write_text, main_config, resolve, run_dir
-from codelib.plumbing.paths import eval_dir, report_dir  # noqa: F401  (run directories live in codelib.plumbing.paths; old names)
+from codelib.plumbing.paths import eval_dir, report_dir  # noqa: F401 - their old home (now plumbing.paths)
 from codelib.policy import generation, models
 from codelib.reports import write_results
 from codelib.tasks import Task, load_tasks, parse_dataset

@@ -34,7 +34,8 @@ def score_completions(
     `rewards.extract_completion` first. Returns a dict with
       tasks, n_samples, ks, pass@k (for each k <= n_samples; pass@1 always), pass@k_ci_low/high,
       ci_low/ci_high (pass@1's), passed (sum over tasks of c/n: tasks solved when greedy),
-      per_task: [{task_id, n, c, pass@k...}], samples: [{task_id, sample, code, status, passed, detail, verdict, tamper}],
+      per_task: [{task_id, n, c, pass@k...}],
+      samples: [{task_id, sample, code, status, passed, detail, verdict, tamper}],
       verdicts: {class: count} over `metrics.VERDICT_CLASSES` (passed, wrong_answer, runtime_error, syntax_error,
       timeout).
     """

@@ -13,8 +13,8 @@ params/base/ (model-agnostic defaults); a variant extends its profile's file.
 
     python -m codelib.params PARAMS.yaml [key=value ...]   # the merged file as YAML, checked against its Config
 
-Paths (`REPO_ROOT`, `resolve`, `run_dir`, ...) live in `codelib.plumbing.paths`, JSONL files in `codelib.plumbing.jsonl`; both are
-importable from here as well, as they were before.
+Paths (`REPO_ROOT`, `resolve`, `run_dir`, ...) live in `codelib.plumbing.paths`, JSONL files in
+`codelib.plumbing.jsonl`; both are importable from here as well, as they were before.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ def compile_tests(head: str, tests: str, filename: str = "<program>", got: bool 
     got=True (the judge): in `assert <call> == <expected>` the call's value passes through `__codelib_got__`, so a
     failing assert can say what the function returned (the feedback of multi-turn repair, `codelib.engine.repair`).
     """
-    import ast  # here, not at the top: only the judge and an inside run need it, and every fork pays for the worker's size
+    # here, not at the top: only the judge and an inside run need it, and every fork pays for the worker's size
+    import ast
 
     codes = [compile(head, filename, "exec")] if head else []
     tree = ast.parse(tests, filename)

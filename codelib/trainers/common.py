@@ -179,8 +179,8 @@ class OnlineRun:
         return {k: self.acc.unwrap_model(m) for k, m in self.heads.items()}
 
     def steps(self):
-        """The steps still to run, as a progress bar (`codelib.plumbing.progress`: a widget in JupyterLab, one line per ~20 s
-        headless) whose postfix `record` sets to the last step's reward, pass rate, length and KL."""
+        """The steps still to run, as a progress bar (`codelib.plumbing.progress`: a widget in JupyterLab, one line
+        per ~20 s headless) whose postfix `record` sets to the last step's reward, pass rate, length and KL."""
         from codelib.plumbing.progress import steps as progress_steps
 
         self.bar = progress_steps(
