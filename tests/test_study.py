@@ -492,8 +492,14 @@ def test_summary_tables_and_figures_from_evaluations(tmp_path, monkeypatch):
     paths = study.make_figures(out, show=False)
     for p in paths.values():
         assert p.stat().st_size > 5000
-    named = [("grpo", "grpo_trl"), ("dapo", "grpo"), ("grpo", "reinforce"), ("rloo", "reinforce"),
-             ("ppo", "reinforce"), ("rpo", "dpo")]  # fmt: skip
+    named = [
+        ("grpo", "grpo_trl"),
+        ("dapo", "grpo"),
+        ("grpo", "reinforce"),
+        ("rloo", "reinforce"),
+        ("ppo", "reinforce"),
+        ("rpo", "dpo"),
+    ]
     assert s.pairs == named and pairs[8:14] == named  # the study's pairs come next, in its order
     assert list(out.comparisons["shown"]) == [True] * 14 + [False] * (len(pairs) - 14)
     md = (s.reports / "summary.md").read_text()
