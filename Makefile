@@ -32,12 +32,12 @@ test-fast: $(STAMP)  ## the tests that take seconds
 	$(PY) -m pytest -q -m "not slow"
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check codelib tests bench
-	$(VENV)/bin/ruff format --check codelib tests bench
+	$(VENV)/bin/ruff check codelib tests bench tools
+	$(VENV)/bin/ruff format --check codelib tests bench tools
 
 format: $(STAMP)
-	$(VENV)/bin/ruff check --fix codelib tests bench
-	$(VENV)/bin/ruff format codelib tests bench
+	$(VENV)/bin/ruff check --fix codelib tests bench tools
+	$(VENV)/bin/ruff format codelib tests bench tools
 	$(VENV)/bin/nbstripout notebooks/*.ipynb
 
 bench: $(STAMP)  ## benchmarks: each prints a ratio against a baseline measured in the same run

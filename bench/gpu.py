@@ -49,7 +49,7 @@ ARCHS = {
         rope_scaling={"type": "linear", "factor": 4.0},
         rms_norm_eps=1e-6,
         tie_word_embeddings=False,
-    ),  # fmt: skip
+    ),
     # deepseek-ai/deepseek-coder-7b-instruct-v1.5 config.json
     "deepseek-7b": dict(
         hidden_size=4096,
@@ -62,7 +62,7 @@ ARCHS = {
         rope_theta=10000.0,
         rms_norm_eps=1e-6,
         tie_word_embeddings=False,
-    ),  # fmt: skip
+    ),
     "tiny": None,  # the tiny model's own config: runs on a CPU, for checking the plumbing
 }
 TRAINERS = ("sft", "reinforce", "ppo", "grpo", "dpo")
@@ -83,8 +83,12 @@ def build_arch(name: str, root: Path) -> Path:
     if (out / "config.json").exists():
         return out
     tok = AutoTokenizer.from_pretrained(tiny)
-    cfg = LlamaConfig(**ARCHS[name], bos_token_id=tok.bos_token_id or 0, eos_token_id=tok.eos_token_id or 0,
-                      pad_token_id=tok.pad_token_id)  # fmt: skip
+    cfg = LlamaConfig(
+        **ARCHS[name],
+        bos_token_id=tok.bos_token_id or 0,
+        eos_token_id=tok.eos_token_id or 0,
+        pad_token_id=tok.pad_token_id,
+    )
     cuda = torch.cuda.is_available()
     torch.manual_seed(0)
     with torch.device("cuda" if cuda else "cpu"):
@@ -139,19 +143,49 @@ def run_trainer(name: str, model_dir: Path, quant: str, a, tasks, prompt_tokens:
     from codelib.trainers import grpo, ppo, reinforce, sft
 
     q = quant == "qlora"
-    common = dict(profile="bench", stage=f"{name}_{quant}", report_to="none", load_in_4bit=q, lora_r=16,
-                  lora_alpha=32, dataset=a.dataset, split="train", seed=0)  # fmt: skip
-    rl = dict(init=str(model_dir), steps=a.steps, max_new_tokens=a.new_tokens, save_every=10**6, workers=a.workers,
-              learning_rate=1e-5, temperature=1.0)  # fmt: skip
+    common = dict(
+        profile="bench",
+        stage=f"{name}_{quant}",
+        report_to="none",
+        load_in_4bit=q,
+        lora_r=16,
+        lora_alpha=32,
+        dataset=a.dataset,
+        split="train",
+        seed=0,
+    )
+    rl = dict(
+        init=str(model_dir),
+        steps=a.steps,
+        max_new_tokens=a.new_tokens,
+        save_every=10**6,
+        workers=a.workers,
+        learning_rate=1e-5,
+        temperature=1.0,
+    )
     n = flops_n(model_dir)
     b = a.batch
     if name == "sft":
-        run = sft.train(sft.Config(**common, init=str(model_dir), steps=a.steps, batch_size=b, max_length=1024,
-                                   logging_steps=1, save_every=10**6, bf16=torch.cuda.is_available(),
-                                   warmup_ratio=0.0, learning_rate=1e-5))  # fmt: skip
+        run = sft.train(
+            sft.Config(
+                **common,
+                init=str(model_dir),
+                steps=a.steps,
+                batch_size=b,
+                max_length=1024,
+                logging_steps=1,
+                save_every=10**6,
+                bf16=torch.cuda.is_available(),
+                warmup_ratio=0.0,
+                learning_rate=1e-5,
+            )
+        )
         rows = [r for r in read_jsonl(run / "metrics.jsonl") if "loss" in r]
-        tokens = statistics.mean(r2["num_tokens"] - r1["num_tokens"] for r1, r2 in zip(rows, rows[1:], strict=False)) \
-            if len(rows) > 1 and "num_tokens" in rows[0] else b * (prompt_tokens + 64)  # fmt: skip
+        tokens = (
+            statistics.mean(r2["num_tokens"] - r1["num_tokens"] for r1, r2 in zip(rows, rows[1:], strict=False))
+            if len(rows) > 1 and "num_tokens" in rows[0]
+            else b * (prompt_tokens + 64)
+        )
         step = statistics.median(_steps(rows, cumulative=True))
         return dict(step_s=step, tokens=tokens, flops=6 * n * tokens)
     if name == "dpo":
@@ -161,8 +195,11 @@ def run_trainer(name: str, model_dir: Path, quant: str, a, tasks, prompt_tokens:
         passes = dict(gen=1, fwd=1, train=1)  # rollout, the reference pass for the KL, one update
         seqs = b
     elif name == "ppo":
-        run = ppo.train(ppo.Config(**common, **rl, batch_size=max(1, b // 4), samples_per_task=4, ppo_epochs=2,
-                                   critic="value_head"))  # fmt: skip
+        run = ppo.train(
+            ppo.Config(
+                **common, **rl, batch_size=max(1, b // 4), samples_per_task=4, ppo_epochs=2, critic="value_head"
+            )
+        )
         passes = dict(gen=1, fwd=2, train=2)  # rollout, old-policy and reference passes, two epochs
         seqs = max(1, b // 4) * 4
     else:
@@ -172,8 +209,10 @@ def run_trainer(name: str, model_dir: Path, quant: str, a, tasks, prompt_tokens:
     rows = read_jsonl(run / "metrics.jsonl")
     completion = statistics.mean(r["completion_len"] for r in rows if r.get("completion_len") is not None)
     tokens = seqs * (prompt_tokens + completion)
-    flops = seqs * (2 * n * (prompt_tokens + completion) * (passes["gen"] + passes["fwd"]) +
-                    6 * n * (prompt_tokens + completion) * passes["train"])  # fmt: skip
+    flops = seqs * (
+        2 * n * (prompt_tokens + completion) * (passes["gen"] + passes["fwd"])
+        + 6 * n * (prompt_tokens + completion) * passes["train"]
+    )
     return dict(step_s=statistics.median(_steps(rows)), tokens=tokens, flops=flops, completion_len=completion)
 
 
@@ -184,11 +223,25 @@ def _run_dpo(common: dict, rl: dict, model_dir: Path, a, tasks, n: int) -> dict:
     from codelib.plumbing.params import read_jsonl
     from codelib.trainers import dpo
 
-    pairs = [{"task_id": t.task_id, "prompt": t.prompt, "chosen": t.canonical_solution,
-              "rejected": "    return None\n" + t.canonical_solution[: len(t.canonical_solution) // 2]}
-             for t in tasks]  # fmt: skip
-    cfg = dpo.Config(**common, init=rl["init"], steps=a.steps, batch_size=max(1, a.batch // 2), max_length=1024,
-                     save_every=10**6, learning_rate=1e-5, workers=a.workers)  # fmt: skip
+    pairs = [
+        {
+            "task_id": t.task_id,
+            "prompt": t.prompt,
+            "chosen": t.canonical_solution,
+            "rejected": "    return None\n" + t.canonical_solution[: len(t.canonical_solution) // 2],
+        }
+        for t in tasks
+    ]
+    cfg = dpo.Config(
+        **common,
+        init=rl["init"],
+        steps=a.steps,
+        batch_size=max(1, a.batch // 2),
+        max_length=1024,
+        save_every=10**6,
+        learning_rate=1e-5,
+        workers=a.workers,
+    )
 
     def prepare(c):
         c.run_dir.mkdir(parents=True, exist_ok=True)
@@ -205,8 +258,9 @@ def _run_dpo(common: dict, rl: dict, model_dir: Path, a, tasks, n: int) -> dict:
     length = statistics.mean(len(tok(p["prompt"] + p[k])["input_ids"]) for p in pairs for k in ("chosen", "rejected"))
     seqs = 2 * cfg.batch_size
     tokens = seqs * min(length, 1024)
-    return dict(step_s=statistics.median(_steps(rows, cumulative=True)), tokens=tokens,
-                flops=tokens * (2 * n + 6 * n))  # fmt: skip  # reference forward + policy forward/backward
+    return dict(
+        step_s=statistics.median(_steps(rows, cumulative=True)), tokens=tokens, flops=tokens * (2 * n + 6 * n)
+    )  # reference forward + policy forward/backward
 
 
 def bench_eval(model_dir: Path, tasks, a) -> dict:
@@ -227,9 +281,17 @@ def bench_eval(model_dir: Path, tasks, a) -> dict:
                 out["vllm"] = None
                 break
         t0 = time.time()
-        comps = generation.generate(model if backend == "hf" else str(model_dir), tok if backend == "hf" else None,
-                                    prompts, n=a.eval_samples, temperature=0.8, max_new_tokens=a.new_tokens,
-                                    batch_size=64, backend=backend, progress=False)  # fmt: skip
+        comps = generation.generate(
+            model if backend == "hf" else str(model_dir),
+            tok if backend == "hf" else None,
+            prompts,
+            n=a.eval_samples,
+            temperature=0.8,
+            max_new_tokens=a.new_tokens,
+            batch_size=64,
+            backend=backend,
+            progress=False,
+        )
         dt = time.time() - t0
         toks = sum(c.n_tokens for cs in comps for c in cs)
         out[backend] = dict(seconds=dt, tokens_per_s=toks / dt, samples_per_s=len(prompts) * a.eval_samples / dt)
@@ -271,8 +333,16 @@ def main(argv: list[str] | None = None) -> dict:
         print("QLoRA needs CUDA: skipped on this machine")
         quants = [q for q in quants if q != "qlora"]
     peak = peak_flops(a.peak_tflops)
-    results = {"arch": a.arch, "device": torch.cuda.get_device_name() if cuda else "cpu", "date": time.strftime("%Y-%m-%d"),
-               "steps": a.steps, "batch": a.batch, "new_tokens": a.new_tokens, "rows": [], "eval": None}  # fmt: skip
+    results = {
+        "arch": a.arch,
+        "device": torch.cuda.get_device_name() if cuda else "cpu",
+        "date": time.strftime("%Y-%m-%d"),
+        "steps": a.steps,
+        "batch": a.batch,
+        "new_tokens": a.new_tokens,
+        "rows": [],
+        "eval": None,
+    }
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["CODELIB_CHECKPOINTS"] = tmp
         model_dir = build_arch(a.arch, Path(tmp))
@@ -291,10 +361,15 @@ def main(argv: list[str] | None = None) -> dict:
                     r = {"error": f"{type(e).__name__}: {str(e)[:500]}"}
                     print(f"{name} {quant}: {r['error']}")
                 else:
-                    r.update(tokens_per_s=r["tokens"] / r["step_s"],
-                             mfu=r["flops"] / r["step_s"] / peak if peak else None)  # fmt: skip
-                r.update(trainer=name, quant=quant, wall_s=time.time() - t0,
-                         peak_gb=torch.cuda.max_memory_allocated() / 2**30 if cuda else None)  # fmt: skip
+                    r.update(
+                        tokens_per_s=r["tokens"] / r["step_s"], mfu=r["flops"] / r["step_s"] / peak if peak else None
+                    )
+                r.update(
+                    trainer=name,
+                    quant=quant,
+                    wall_s=time.time() - t0,
+                    peak_gb=torch.cuda.max_memory_allocated() / 2**30 if cuda else None,
+                )
                 results["rows"].append(r)
                 free_memory()
                 write_json(a.out, results)
@@ -335,9 +410,26 @@ def eval_in_child(a, root: Path) -> dict:
     import sys
 
     out = root / "eval.json"
-    cmd = [sys.executable, "-m", "bench.gpu", "--eval-only", "--arch", a.arch, "--new-tokens", str(a.new_tokens),
-           "--eval-samples", str(a.eval_samples), "--dataset", a.dataset, "--batch", str(a.batch),
-           "--steps", str(a.steps), "--out", str(out)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench.gpu",
+        "--eval-only",
+        "--arch",
+        a.arch,
+        "--new-tokens",
+        str(a.new_tokens),
+        "--eval-samples",
+        str(a.eval_samples),
+        "--dataset",
+        a.dataset,
+        "--batch",
+        str(a.batch),
+        "--steps",
+        str(a.steps),
+        "--out",
+        str(out),
+    ]
     proc = subprocess.run(cmd, env={**os.environ, "BENCH_GPU_ROOT": str(root)}, capture_output=True, text=True)
     if proc.returncode != 0 or not out.exists():
         return {"error": (proc.stderr or proc.stdout)[-2000:]}
@@ -359,8 +451,10 @@ def _eval_child(a) -> dict:
 def report(res: dict) -> None:
     rows = res["rows"]
     base = {r["quant"]: r["tokens_per_s"] for r in rows if r["trainer"] == "sft" and "error" not in r}
-    print(f"\n{res['arch']} (N = {res['params_N'] / 1e9:.2f}B for model FLOPs) on {res['device']}, {res['date']}; "
-          f"{res['batch']} sequences/step, {res['new_tokens']} new tokens, median of {res['steps'] - 1} steps")  # fmt: skip
+    print(
+        f"\n{res['arch']} (N = {res['params_N'] / 1e9:.2f}B for model FLOPs) on {res['device']}, {res['date']}; "
+        f"{res['batch']} sequences/step, {res['new_tokens']} new tokens, median of {res['steps'] - 1} steps"
+    )
     print(f"{'trainer':<10} {'quant':<6} {'step s':>8} {'tokens/s':>9} {'vs SFT':>7} {'peak GB':>8} {'MFU':>6}")
     for r in rows:
         if "error" in r:
@@ -370,7 +464,8 @@ def report(res: dict) -> None:
         peak = f"{r['peak_gb']:.1f}" if r["peak_gb"] is not None else "n/a"
         mfu = f"{r['mfu']:.1%}" if r["mfu"] is not None else "n/a"
         print(
-            f"{r['trainer']:<10} {r['quant']:<6} {r['step_s']:>8.2f} {r['tokens_per_s']:>9.0f} {vs:>7} {peak:>8} {mfu:>6}"
+            f"{r['trainer']:<10} {r['quant']:<6} {r['step_s']:>8.2f} {r['tokens_per_s']:>9.0f} "
+            f"{vs:>7} {peak:>8} {mfu:>6}"
         )
     print("vs SFT: the trainer's tokens/s over plain LoRA SFT's on the same model (the baseline, same run).")
     ev = res.get("eval")

@@ -4,7 +4,8 @@ Every trainer takes the same batch: 128 completions per step (GRPO: 16 tasks x 8
 RLOO 16 tasks x 8; PPO: 16 tasks x 8, one epoch and four), the same start policy and 48 new tokens at most. The
 "shared prefix" rows run our loops with `shared_prefix: true` (each distinct prompt runs once in the update
 forwards), "no KL log" with `kl_every: 0` (no start-policy forward: TRL's GRPO at beta 0 runs none either), "old from
-first pass" PPO with `old_from_first_pass: true` (logp_old from the first epoch's forward). Reported per trainer: median step time (the first step of every run dropped: it warms up the sandbox and the kernels), completions/s,
+first pass" PPO with `old_from_first_pass: true` (logp_old from the first epoch's forward). Reported per trainer:
+median step time (the first step of every run dropped: it warms up the sandbox and the kernels), completions/s,
 generated tokens/s, the generation and sandbox shares of a step, the pass rate it saw, and the ratio of TRL GRPO's
 step time to ours (2.00x: our step takes half the time of TRL's on the same batch), with the lowest and highest
 per-round ratio beside it (a drifting machine moves the ratio between rounds).
@@ -40,8 +41,19 @@ def ensure_sft(root: Path) -> str:
         return str(built)
     from codelib.trainers import sft
 
-    cfg = sft.Config(profile="bench", init="tiny", steps=30, batch_size=32, learning_rate=2e-3, lora_r=32,
-                     lora_alpha=64, lora_dropout=0.0, modules_to_save=["norm"], report_to="none", threads=2)  # fmt: skip
+    cfg = sft.Config(
+        profile="bench",
+        init="tiny",
+        steps=30,
+        batch_size=32,
+        learning_rate=2e-3,
+        lora_r=32,
+        lora_alpha=64,
+        lora_dropout=0.0,
+        modules_to_save=["norm"],
+        report_to="none",
+        threads=2,
+    )
     return str(sft.train(cfg))
 
 
@@ -53,8 +65,15 @@ def measure(rows: list[dict]) -> dict:
     tokens = statistics.median(r["completion_len"] for r in rows) * n
     share = statistics.median(r.get("sandbox_share") or 0.0 for r in rows)
     gen = statistics.median(r.get("generate_share") or 0.0 for r in rows) if "generate_share" in rows[0] else None
-    return {"step_s": step, "completions_per_s": n / step, "tokens_per_s": tokens / step, "sandbox_share": share,
-            "generate_share": gen, "pass_rate": statistics.mean(r["pass_rate"] for r in rows), "steps": len(rows)}  # fmt: skip
+    return {
+        "step_s": step,
+        "completions_per_s": n / step,
+        "tokens_per_s": tokens / step,
+        "sandbox_share": share,
+        "generate_share": gen,
+        "pass_rate": statistics.mean(r["pass_rate"] for r in rows),
+        "steps": len(rows),
+    }
 
 
 @contextlib.contextmanager
@@ -79,40 +98,110 @@ def trl_settings(bf16: bool, checkpointing: bool):
 def trainers(init: str, steps: int, threads: int = 2) -> dict:
     from codelib.trainers import grpo, ppo, reinforce
 
-    common = dict(profile="bench", init=init, steps=steps, max_new_tokens=48, save_every=10_000, report_to="none",
-                  threads=threads, learning_rate=1e-3, temperature=1.0)  # fmt: skip
+    common = dict(
+        profile="bench",
+        init=init,
+        steps=steps,
+        max_new_tokens=48,
+        save_every=10_000,
+        report_to="none",
+        threads=threads,
+        learning_rate=1e-3,
+        temperature=1.0,
+    )
     runs = {
-        "grpo (TRL, TRL defaults)": (lambda: trl_settings(True, True), lambda s: grpo.train(
-            grpo.Config(stage=s, prompts_per_step=16, num_generations=8, backend="trl", **common))),
-        "grpo (TRL, fp32 no ckpt)": (lambda: trl_settings(False, False), lambda s: grpo.train(
-            grpo.Config(stage=s, prompts_per_step=16, num_generations=8, backend="trl", **common))),
-        "grpo 16 x 8 (ours)": (contextlib.nullcontext, lambda s: grpo.train(
-            grpo.Config(stage=s, prompts_per_step=16, num_generations=8, **common))),
-        "reinforce (ours)": (contextlib.nullcontext, lambda s: reinforce.train(
-            reinforce.Config(stage=s, batch_size=128, samples_per_task=1, **common))),
-        "ppo, 1 epoch (ours)": (contextlib.nullcontext, lambda s: ppo.train(
-            ppo.Config(stage=s, batch_size=16, samples_per_task=8, ppo_epochs=1, **common))),
-        "ppo, 4 epochs (ours)": (contextlib.nullcontext, lambda s: ppo.train(
-            ppo.Config(stage=s, batch_size=16, samples_per_task=8, ppo_epochs=4, **common))),
-        "rloo 16 x 8 (ours)": (contextlib.nullcontext, lambda s: reinforce.train(
-            reinforce.Config(stage=s, batch_size=16, samples_per_task=8, baseline="rloo", **common))),
-        "rloo 16 x 8 (ours, shared prefix)": (contextlib.nullcontext, lambda s: reinforce.train(
-            reinforce.Config(stage=s, batch_size=16, samples_per_task=8, baseline="rloo", shared_prefix=True,
-                             **common))),
-        "ppo, 1 epoch (ours, shared prefix)": (contextlib.nullcontext, lambda s: ppo.train(
-            ppo.Config(stage=s, batch_size=16, samples_per_task=8, ppo_epochs=1, shared_prefix=True, **common))),
-        "ppo, 4 epochs (ours, shared prefix)": (contextlib.nullcontext, lambda s: ppo.train(
-            ppo.Config(stage=s, batch_size=16, samples_per_task=8, ppo_epochs=4, shared_prefix=True, **common))),
-        "rloo 16 x 8 (ours, shared prefix, no KL log)": (contextlib.nullcontext, lambda s: reinforce.train(
-            reinforce.Config(stage=s, batch_size=16, samples_per_task=8, baseline="rloo", shared_prefix=True,
-                             kl_every=0, **common))),
-        "ppo, 1 epoch (ours, shared prefix, no KL log)": (contextlib.nullcontext, lambda s: ppo.train(
-            ppo.Config(stage=s, batch_size=16, samples_per_task=8, ppo_epochs=1, shared_prefix=True, kl_every=0,
-                       **common))),
-        "ppo, 1 epoch (ours, shared prefix, no KL log, old from first pass)": (contextlib.nullcontext, lambda s: ppo.train(
-            ppo.Config(stage=s, batch_size=16, samples_per_task=8, ppo_epochs=1, shared_prefix=True, kl_every=0,
-                       old_from_first_pass=True, **common))),
-    }  # fmt: skip
+        "grpo (TRL, TRL defaults)": (
+            lambda: trl_settings(True, True),
+            lambda s: grpo.train(
+                grpo.Config(stage=s, prompts_per_step=16, num_generations=8, backend="trl", **common)
+            ),
+        ),
+        "grpo (TRL, fp32 no ckpt)": (
+            lambda: trl_settings(False, False),
+            lambda s: grpo.train(
+                grpo.Config(stage=s, prompts_per_step=16, num_generations=8, backend="trl", **common)
+            ),
+        ),
+        "grpo 16 x 8 (ours)": (
+            contextlib.nullcontext,
+            lambda s: grpo.train(grpo.Config(stage=s, prompts_per_step=16, num_generations=8, **common)),
+        ),
+        "reinforce (ours)": (
+            contextlib.nullcontext,
+            lambda s: reinforce.train(reinforce.Config(stage=s, batch_size=128, samples_per_task=1, **common)),
+        ),
+        "ppo, 1 epoch (ours)": (
+            contextlib.nullcontext,
+            lambda s: ppo.train(ppo.Config(stage=s, batch_size=16, samples_per_task=8, ppo_epochs=1, **common)),
+        ),
+        "ppo, 4 epochs (ours)": (
+            contextlib.nullcontext,
+            lambda s: ppo.train(ppo.Config(stage=s, batch_size=16, samples_per_task=8, ppo_epochs=4, **common)),
+        ),
+        "rloo 16 x 8 (ours)": (
+            contextlib.nullcontext,
+            lambda s: reinforce.train(
+                reinforce.Config(stage=s, batch_size=16, samples_per_task=8, baseline="rloo", **common)
+            ),
+        ),
+        "rloo 16 x 8 (ours, shared prefix)": (
+            contextlib.nullcontext,
+            lambda s: reinforce.train(
+                reinforce.Config(
+                    stage=s, batch_size=16, samples_per_task=8, baseline="rloo", shared_prefix=True, **common
+                )
+            ),
+        ),
+        "ppo, 1 epoch (ours, shared prefix)": (
+            contextlib.nullcontext,
+            lambda s: ppo.train(
+                ppo.Config(stage=s, batch_size=16, samples_per_task=8, ppo_epochs=1, shared_prefix=True, **common)
+            ),
+        ),
+        "ppo, 4 epochs (ours, shared prefix)": (
+            contextlib.nullcontext,
+            lambda s: ppo.train(
+                ppo.Config(stage=s, batch_size=16, samples_per_task=8, ppo_epochs=4, shared_prefix=True, **common)
+            ),
+        ),
+        "rloo 16 x 8 (ours, shared prefix, no KL log)": (
+            contextlib.nullcontext,
+            lambda s: reinforce.train(
+                reinforce.Config(
+                    stage=s,
+                    batch_size=16,
+                    samples_per_task=8,
+                    baseline="rloo",
+                    shared_prefix=True,
+                    kl_every=0,
+                    **common,
+                )
+            ),
+        ),
+        "ppo, 1 epoch (ours, shared prefix, no KL log)": (
+            contextlib.nullcontext,
+            lambda s: ppo.train(
+                ppo.Config(
+                    stage=s, batch_size=16, samples_per_task=8, ppo_epochs=1, shared_prefix=True, kl_every=0, **common
+                )
+            ),
+        ),
+        "ppo, 1 epoch (ours, shared prefix, no KL log, old from first pass)": (
+            contextlib.nullcontext,
+            lambda s: ppo.train(
+                ppo.Config(
+                    stage=s,
+                    batch_size=16,
+                    samples_per_task=8,
+                    ppo_epochs=1,
+                    shared_prefix=True,
+                    kl_every=0,
+                    old_from_first_pass=True,
+                    **common,
+                )
+            ),
+        ),
+    }
     return runs
 
 
@@ -153,8 +242,13 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=4, help="steps per run (the first is dropped)")
     ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds of every trainer")
     ap.add_argument("--only", default="", help="name prefixes of the trainers to run, separated by '|'")
-    ap.add_argument("--threads", type=int, default=2, help="torch threads (1 on a shared, loaded machine: two threads "
-                    "then stall on each other, measured 5x slower at load 7 on 2 cores)")  # fmt: skip
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=2,
+        help="torch threads (1 on a shared, loaded machine: two threads "
+        "then stall on each other, measured 5x slower at load 7 on 2 cores)",
+    )
     args = ap.parse_args()
     for name, least in (("steps", 2), ("rounds", 1), ("threads", 1)):
         if getattr(args, name) < least:  # steps: the first of each run is dropped, one must remain
@@ -165,8 +259,11 @@ def main() -> None:
         results = run(args.steps, args.rounds, tuple(o for o in args.only.split("|") if o), args.threads)
     load1 = os.getloadavg()
     bases = {k: v["step_s"] for k, v in results.items() if k.startswith("grpo")}
-    print(f"\nRL step throughput, tiny model, 128 completions per step, {args.threads} torch thread(s), median of "
-          f"{args.rounds} x {args.steps - 1} steps; load average {load0[0]:.1f} / {load0[1]:.1f} before, {load1[0]:.1f} / {load1[1]:.1f} after")  # fmt: skip
+    print(
+        f"\nRL step throughput, tiny model, 128 completions per step, {args.threads} torch thread(s), median of "
+        f"{args.rounds} x {args.steps - 1} steps; load average {load0[0]:.1f} / {load0[1]:.1f} before, "
+        f"{load1[0]:.1f} / {load1[1]:.1f} after"
+    )
     head = "".join(f" {'vs ' + k.split(', ')[1].rstrip(')'):>16}" for k in bases)
     spread = next((k for k in bases if "fp32" in k), next(iter(bases), None))  # the base of the per-round spread
     tail = f" {'rounds vs ' + spread.split(', ')[1].rstrip(')'):>26}" if spread else ""
@@ -179,8 +276,10 @@ def main() -> None:
         if spread:
             lo, hi = round_ratios(results[spread], r)
             ratios += f" {f'{lo:.2f}x-{hi:.2f}x':>26}"
-        print(f"{name:<30} {r['step_s']:>7.2f} {r['completions_per_s']:>8.1f} {r['tokens_per_s']:>7.0f} {gen:>5} "
-              f"{r['sandbox_share']:>8.0%} {r['pass_rate']:>5.2f}{ratios}")  # fmt: skip
+        print(
+            f"{name:<30} {r['step_s']:>7.2f} {r['completions_per_s']:>8.1f} {r['tokens_per_s']:>7.0f} {gen:>5} "
+            f"{r['sandbox_share']:>8.0%} {r['pass_rate']:>5.2f}{ratios}"
+        )
     print(
         "vs X: X's step time / this trainer's (2.00x = half the time of TRL GRPOTrainer's step on the same batch); "
         "rounds: the lowest and highest of that ratio within one round (both measured in it)."

@@ -173,16 +173,20 @@ def main(argv=None) -> dict:
     finally:
         box.close()
     rate = {k: n / statistics.median(v) for k, v in times.items()}
-    print(f"HumanEval canonical solutions: {n} programs, {args.workers} workers, timeout {args.timeout:g} s, "
-          f"median of {args.repeats}")  # fmt: skip
+    print(
+        f"HumanEval canonical solutions: {n} programs, {args.workers} workers, timeout {args.timeout:g} s, "
+        f"median of {args.repeats}"
+    )
     print(f"{'harness':<12} {'programs/s':>10} {'passed':>7}  ratio (codelib / harness)")
     for k in times:
         print(f"{k:<12} {rate[k]:>10.1f} {passed[k]:>4}/{n}  {rate['codelib'] / rate[k]:.2f}x")
     print(f"codelib judged {'outside' if judges == {'function'} else judges} (tests in the judge process)")
     print(f"codelib pool start-up ({args.workers} workers): {startup * 1000:.0f} ms")
     rss, pss = pool_memory(16)
-    print(f"idle 16-worker pool: RSS {rss:.0f} MiB summed over workers, inits, judge factories and judges "
-          f"(PSS {pss:.0f} MiB)")  # fmt: skip
+    print(
+        f"idle 16-worker pool: RSS {rss:.0f} MiB summed over workers, inits, judge factories and judges "
+        f"(PSS {pss:.0f} MiB)"
+    )
     return dict(rate=rate, passed=passed, startup_s=startup, pool16_rss_mb=rss, pool16_pss_mb=pss)
 
 

@@ -31,6 +31,15 @@ def tiny_sft(ckpt_root, tiny_base):
     """A LoRA SFT adapter on the tiny base (a few steps), as the RL and DPO stages start from."""
     from codelib.trainers import sft
 
-    cfg = sft.Config(profile="test", init=str(tiny_base), steps=3, batch_size=8, learning_rate=2e-3,
-                     logging_steps=1, save_every=100, report_to="none", limit=64)  # fmt: skip
+    cfg = sft.Config(
+        profile="test",
+        init=str(tiny_base),
+        steps=3,
+        batch_size=8,
+        learning_rate=2e-3,
+        logging_steps=1,
+        save_every=100,
+        report_to="none",
+        limit=64,
+    )
     return sft.train(cfg)

@@ -1,5 +1,5 @@
-"""The algorithms of codelib/algorithms (formulas from their papers) on hand-made numbers, their params variants on the tiny model, and the
-execution telemetry (verdict classes, zero-variance groups, evaluation during training).
+"""The algorithms of codelib/algorithms (formulas from their papers) on hand-made numbers, their params variants on
+the tiny model, and the execution telemetry (verdict classes, zero-variance groups, evaluation during training).
 
 Each math test computes the paper's formula by hand (plain arithmetic on a few numbers) and fails if the code's
 advantage or loss differs. The TRL losses (Dr. GRPO, DAPO, GSPO, CISPO) are TRL 1.16's own `_compute_loss`, called on
@@ -96,10 +96,20 @@ def test_clip_higher_lets_the_upper_side_grow():
 
 def _fake_rollouts(rewards: list[float], tag: str) -> rollout.Rollouts:
     n = len(rewards)
-    return rollout.Rollouts(tasks=[tag] * n, prompt_ids=[[1]] * n, completion_ids=[[2]] * n, texts=[f"{tag}{i}" for i in range(n)],
-                            passed=torch.tensor(rewards), test_fraction=torch.tensor(rewards), lengths=torch.ones(n),
-                            rewards=torch.tensor(rewards), terms={"pass_reward": list(rewards)}, generate_s=1.0,
-                            sandbox_s=0.5, classes=["passed" if x else "wrong_answer" for x in rewards])  # fmt: skip
+    return rollout.Rollouts(
+        tasks=[tag] * n,
+        prompt_ids=[[1]] * n,
+        completion_ids=[[2]] * n,
+        texts=[f"{tag}{i}" for i in range(n)],
+        passed=torch.tensor(rewards),
+        test_fraction=torch.tensor(rewards),
+        lengths=torch.ones(n),
+        rewards=torch.tensor(rewards),
+        terms={"pass_reward": list(rewards)},
+        generate_s=1.0,
+        sandbox_s=0.5,
+        classes=["passed" if x else "wrong_answer" for x in rewards],
+    )
 
 
 def test_dynamic_sampling_drops_flat_groups_and_refills():
@@ -169,21 +179,42 @@ def _trl_loss(loss_type: str, logp, old, adv, mask, eps=0.2, eps_high=None, leve
     """TRL's own GRPOTrainer._compute_loss on given log-probs (a stand-in trainer holds only what it reads)."""
     from trl import GRPOTrainer
 
-    acc = types.SimpleNamespace(num_processes=1, sync_gradients=True, gather=lambda x: x, gather_for_metrics=lambda x: x,
-                                reduce=lambda x, reduction="sum": x)  # fmt: skip
+    acc = types.SimpleNamespace(
+        num_processes=1,
+        sync_gradients=True,
+        gather=lambda x: x,
+        gather_for_metrics=lambda x: x,
+        reduce=lambda x, reduction="sum": x,
+    )
     fake = types.SimpleNamespace(
-        loss_type=loss_type, importance_sampling_level=level, epsilon_low=eps,
-        epsilon_high=eps if eps_high is None else eps_high, beta=0.0, top_entropy_quantile=1.0,
-        aux_loss_enabled=False, off_policy_mask_threshold=None, use_vllm=False, max_completion_length=max_len,
-        current_gradient_accumulation_steps=1, accelerator=acc, model=types.SimpleNamespace(training=True),
-        _entropy_bonus_enabled=False, _metrics=collections.defaultdict(lambda: collections.defaultdict(list)),
+        loss_type=loss_type,
+        importance_sampling_level=level,
+        epsilon_low=eps,
+        epsilon_high=eps if eps_high is None else eps_high,
+        beta=0.0,
+        top_entropy_quantile=1.0,
+        aux_loss_enabled=False,
+        off_policy_mask_threshold=None,
+        use_vllm=False,
+        max_completion_length=max_len,
+        current_gradient_accumulation_steps=1,
+        accelerator=acc,
+        model=types.SimpleNamespace(training=True),
+        _entropy_bonus_enabled=False,
+        _metrics=collections.defaultdict(lambda: collections.defaultdict(list)),
         args=types.SimpleNamespace(delta=None, use_bias_correction_kl=False, steps_per_generation=1),
         _get_per_token_logps_and_entropies=lambda *a, **k: (logp, torch.zeros_like(logp), None),
-    )  # fmt: skip
+    )
     b, t = logp.shape
-    inputs = {"prompt_ids": torch.zeros(b, 1, dtype=torch.long), "prompt_mask": torch.ones(b, 1, dtype=torch.long),
-              "completion_ids": torch.zeros(b, t, dtype=torch.long), "completion_mask": mask,
-              "advantages": adv, "old_per_token_logps": old, "num_items_in_batch": mask.sum()}  # fmt: skip
+    inputs = {
+        "prompt_ids": torch.zeros(b, 1, dtype=torch.long),
+        "prompt_mask": torch.ones(b, 1, dtype=torch.long),
+        "completion_ids": torch.zeros(b, t, dtype=torch.long),
+        "completion_mask": mask,
+        "advantages": adv,
+        "old_per_token_logps": old,
+        "num_items_in_batch": mask.sum(),
+    }
     return GRPOTrainer._compute_loss(fake, None, inputs)
 
 
@@ -209,7 +240,12 @@ def _tensors():
 def test_trl_dr_grpo_loss_divides_by_a_constant():
     logp, old, adv, mask = _tensors()
     loss = _trl_loss("dr_grpo", logp, old, adv, mask, max_len=4)
-    tokens = [_ppo_token(r, _ADV[i], 0.2, 0.2) for i, row in enumerate(_ratios()) for r, m in zip(row, _MASK[i], strict=True) if m]  # fmt: skip
+    tokens = [
+        _ppo_token(r, _ADV[i], 0.2, 0.2)
+        for i, row in enumerate(_ratios())
+        for r, m in zip(row, _MASK[i], strict=True)
+        if m
+    ]
     assert float(loss.detach()) == pytest.approx(
         sum(tokens) / (2 * 4)
     )  # sum over tokens / (G * max_completion_length)
@@ -218,7 +254,12 @@ def test_trl_dr_grpo_loss_divides_by_a_constant():
 def test_trl_dapo_loss_is_token_level_with_clip_higher():
     logp, old, adv, mask = _tensors()
     loss = _trl_loss("dapo", logp, old, adv, mask, eps=0.2, eps_high=0.28)
-    tokens = [_ppo_token(r, _ADV[i], 0.2, 0.28) for i, row in enumerate(_ratios()) for r, m in zip(row, _MASK[i], strict=True) if m]  # fmt: skip
+    tokens = [
+        _ppo_token(r, _ADV[i], 0.2, 0.28)
+        for i, row in enumerate(_ratios())
+        for r, m in zip(row, _MASK[i], strict=True)
+        if m
+    ]
     assert float(loss.detach()) == pytest.approx(sum(tokens) / 5)  # every token of the batch weighs the same
     assert _ratios()[0][0] > 1.2  # this token is clipped at 1.2 without clip-higher, not at 1.28
     sym = _trl_loss("dapo", *_tensors()[:1], old, adv, mask, eps=0.2, eps_high=0.2)
@@ -280,7 +321,12 @@ def test_bad_options_name_the_fix():
 
 def test_grpo_variants_reach_trl_config():
     args = grpo_trl.grpo_args(load_config(grpo.Config, VARIANTS / "04_grpo_gspo.yaml"), "/tmp/x")
-    assert (args.importance_sampling_level, args.loss_type, args.epsilon, args.epsilon_high) == ("sequence", "grpo", 3e-4, 4e-4)  # fmt: skip
+    assert (args.importance_sampling_level, args.loss_type, args.epsilon, args.epsilon_high) == (
+        "sequence",
+        "grpo",
+        3e-4,
+        4e-4,
+    )
     args = grpo_trl.grpo_args(load_config(grpo.Config, VARIANTS / "04_grpo_cispo.yaml"), "/tmp/x")
     assert (args.loss_type, args.epsilon_high) == ("cispo", 5.0)
     args = grpo_trl.grpo_args(load_config(grpo.Config, VARIANTS / "04_grpo_dr_grpo.yaml"), "/tmp/x")
@@ -298,8 +344,17 @@ def test_grpo_variants_reach_trl_config():
 MODULES = {"02": reinforce, "03": ppo, "04": grpo}
 # shrunk so that each variant takes a few seconds: 1 step, 4 tasks x 4 samples, 16 new tokens; the length term
 # makes rewards differ within a group even where the barely trained test policy passes nothing
-SMALL = dict(profile="test", steps=1, max_new_tokens=16, save_every=1, report_to="none", limit=32, threads=1,
-             learning_rate=1e-2, rewards={"pass": 1.0, "length": {"alpha": 1.0}})  # fmt: skip
+SMALL = dict(
+    profile="test",
+    steps=1,
+    max_new_tokens=16,
+    save_every=1,
+    report_to="none",
+    limit=32,
+    threads=1,
+    learning_rate=1e-2,
+    rewards={"pass": 1.0, "length": {"alpha": 1.0}},
+)
 
 
 def _variant_config(path: Path, tiny_sft, **extra):
@@ -381,9 +436,18 @@ def test_variants_are_valid_params():
 def _summary(name: str, cs: list[int], verdicts: dict) -> dict:
     per_task = [{"task_id": f"t{i}", "n": 4, "c": c} for i, c in enumerate(cs)]
     p = sum(c / 4 for c in cs) / len(cs)
-    return {"checkpoint": name, "source": f"checkpoints/tiny/{name}", "pass@1": p, "ci_low": p - 0.1,
-            "ci_high": p + 0.1, "avg_tokens": 11.0, "per_task": per_task, "verdicts": verdicts, "passed": 0.0,
-            "tasks": len(cs)}  # fmt: skip
+    return {
+        "checkpoint": name,
+        "source": f"checkpoints/tiny/{name}",
+        "pass@1": p,
+        "ci_low": p - 0.1,
+        "ci_high": p + 0.1,
+        "avg_tokens": 11.0,
+        "per_task": per_task,
+        "verdicts": verdicts,
+        "passed": 0.0,
+        "tasks": len(cs),
+    }
 
 
 def test_comparison_table_and_telemetry_figures(tmp_path, monkeypatch):
@@ -395,8 +459,10 @@ def test_comparison_table_and_telemetry_figures(tmp_path, monkeypatch):
     monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "ck"))
     monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "rep"))
     root = tmp_path / "ck" / "tiny"
-    summaries = {"sft": _summary("sft", [0, 2, 4, 1], {"passed": 7, "wrong_answer": 9}),
-                 "reinforce_rloo": _summary("reinforce_rloo", [2, 2, 4, 3], {"passed": 11, "syntax_error": 5})}  # fmt: skip
+    summaries = {
+        "sft": _summary("sft", [0, 2, 4, 1], {"passed": 7, "wrong_answer": 9}),
+        "reinforce_rloo": _summary("reinforce_rloo", [2, 2, 4, 3], {"passed": 11, "syntax_error": 5}),
+    }
     for name, s in summaries.items():
         (root / "eval" / name).mkdir(parents=True)
         (root / "eval" / name / "summary.json").write_text(json.dumps(s))
@@ -405,8 +471,20 @@ def test_comparison_table_and_telemetry_figures(tmp_path, monkeypatch):
     (run / "config.json").write_text(
         json.dumps({"stage": "reinforce_rloo", "baseline": "rloo", "samples_per_task": 8})
     )
-    rows = [{"step": i, "time_s": 30.0, "pass_rate": 0.5, "reward_mean": 0.5, "zero_std_frac": z, "eval_pass@1": 0.4,
-             "eval_ci_low": 0.3, "eval_ci_high": 0.5, "verdicts/wrong_answer": 0.3} for i, z in ((1, 0.5), (2, 0.25))]  # fmt: skip
+    rows = [
+        {
+            "step": i,
+            "time_s": 30.0,
+            "pass_rate": 0.5,
+            "reward_mean": 0.5,
+            "zero_std_frac": z,
+            "eval_pass@1": 0.4,
+            "eval_ci_low": 0.3,
+            "eval_ci_high": 0.5,
+            "verdicts/wrong_answer": 0.3,
+        }
+        for i, z in ((1, 0.5), (2, 0.25))
+    ]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     df = comparison.write_comparison("tiny")
     row = df.set_index("checkpoint").loc["reinforce_rloo"]
@@ -415,9 +493,11 @@ def test_comparison_table_and_telemetry_figures(tmp_path, monkeypatch):
     assert row["eval_syntax_error"] == pytest.approx(5 / 16)
     md = (tmp_path / "rep" / "tiny" / "comparison.md").read_text()
     assert "| reinforce_rloo | RLOO | - | 68.8 [58.8, 78.8] | +25.0 [" in md and "4 tasks" in md
-    figs = {"eval_during_training": reports.plot_eval_during_training("tiny", ["reinforce_rloo"]),
-            "verdict_classes": reports.plot_verdict_classes("tiny", summaries),
-            "training_curves": reports.plot_training_curves("tiny", ["reinforce_rloo"])}  # fmt: skip
+    figs = {
+        "eval_during_training": reports.plot_eval_during_training("tiny", ["reinforce_rloo"]),
+        "verdict_classes": reports.plot_verdict_classes("tiny", summaries),
+        "training_curves": reports.plot_training_curves("tiny", ["reinforce_rloo"]),
+    }
     paths = reports.save_figures(figs, tmp_path / "figs", show=False)
     assert all(p.stat().st_size > 0 for p in paths.values())
     # the interval is the results table's: the evaluator's stored comparison, or one with the evaluation's settings
@@ -429,9 +509,24 @@ def test_comparison_table_and_telemetry_figures(tmp_path, monkeypatch):
     s["settings"] = {"seed": 1234, "bootstrap_iters": 500}
     theirs = evaluator.compare(s, base, iters=500, seed=1234)
     assert comparison.paired_vs(s, base)["ci_low"] == theirs["ci_low"]
-    s["vs_baseline"] = {"baseline": "sft", "a": "reinforce_rloo", "b": "sft", "diff": 0.25, "ci_low": 0.01,
-                        "ci_high": 0.49, "tasks": 4}  # fmt: skip
+    s["vs_baseline"] = {
+        "baseline": "sft",
+        "a": "reinforce_rloo",
+        "b": "sft",
+        "diff": 0.25,
+        "ci_low": 0.01,
+        "ci_high": 0.49,
+        "tasks": 4,
+    }
     assert comparison.paired_vs(s, base)["ci_low"] == 0.01  # what the results table shows
     assert comparison.paired_vs(s, {**base, "checkpoint": "other"})["ci_low"] == theirs["ci_low"]
-    assert comparison.algorithm_of({"stage": "g", "num_generations": 8, "loss_type": "grpo", "importance_sampling_level": "sequence"}) == "GSPO"  # fmt: skip
-    assert comparison.algorithm_of({"ppo_epochs": 2, "advantage": "reinforce_pp", "kl_coef": 0.01, "kl_estimator": "k1"}) == "REINFORCE++, KL k1 x0.01"  # fmt: skip
+    assert (
+        comparison.algorithm_of(
+            {"stage": "g", "num_generations": 8, "loss_type": "grpo", "importance_sampling_level": "sequence"}
+        )
+        == "GSPO"
+    )
+    assert (
+        comparison.algorithm_of({"ppo_epochs": 2, "advantage": "reinforce_pp", "kl_coef": 0.01, "kl_estimator": "k1"})
+        == "REINFORCE++, KL k1 x0.01"
+    )

@@ -8,9 +8,29 @@ def test_gpu_bench_runs_each_trainer_and_reports_ratios(tmp_path, capsys):
     from bench import gpu
 
     out = tmp_path / "bench.json"
-    res = gpu.main(["--arch", "tiny", "--dataset", "synthetic", "--trainers", "sft,grpo,dpo", "--quant", "lora",
-                    "--steps", "2", "--batch", "8", "--new-tokens", "16", "--workers", "2", "--eval",
-                    "--out", str(out)])  # fmt: skip
+    res = gpu.main(
+        [
+            "--arch",
+            "tiny",
+            "--dataset",
+            "synthetic",
+            "--trainers",
+            "sft,grpo,dpo",
+            "--quant",
+            "lora",
+            "--steps",
+            "2",
+            "--batch",
+            "8",
+            "--new-tokens",
+            "16",
+            "--workers",
+            "2",
+            "--eval",
+            "--out",
+            str(out),
+        ]
+    )
     assert [r["trainer"] for r in res["rows"]] == ["sft", "grpo", "dpo"]
     for r in res["rows"]:
         assert r["step_s"] > 0 and r["tokens_per_s"] > 0 and r["flops"] > 0

@@ -146,8 +146,9 @@ def test_evalplus_value_rules():
     assert compare.evalplus_value(
         1.0, 0.0, atol=1e-6, entry_point="find_zero", args=[[-1.0, 1.0]], dataset="humaneval"
     )
-    assert not compare.evalplus_value(2.0, 0.0, atol=1e-6, entry_point="find_zero", args=[[-1.0, 1.0]],
-                                      dataset="humaneval")  # fmt: skip
+    assert not compare.evalplus_value(
+        2.0, 0.0, atol=1e-6, entry_point="find_zero", args=[[-1.0, 1.0]], dataset="humaneval"
+    )
 
 
 def test_unknown_comparator_is_named():

@@ -15,8 +15,16 @@ from codelib.trainers import grpo, ppo, reinforce
 def launch(module: str, cfg, tmp_path):
     params = tmp_path / f"{cfg.stage}.yaml"
     params.write_text(yaml.safe_dump(config_to_dict(cfg)))
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
-           str(REPO_ROOT / "params" / "accelerate" / "cpu_2proc.yaml"), "-m", module, str(params)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        str(REPO_ROOT / "params" / "accelerate" / "cpu_2proc.yaml"),
+        "-m",
+        module,
+        str(params),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads((cfg.run_dir / "ranks.json").read_text())
@@ -24,9 +32,19 @@ def launch(module: str, cfg, tmp_path):
 
 @pytest.mark.slow
 def test_reinforce_two_processes_identical_weights(tiny_sft, tmp_path):
-    cfg = reinforce.Config(profile="test", stage="reinforce_ddp", init=str(tiny_sft), steps=3, batch_size=8,
-                           max_new_tokens=24, save_every=10, report_to="none", limit=64, learning_rate=1e-2,
-                           threads=1)  # fmt: skip
+    cfg = reinforce.Config(
+        profile="test",
+        stage="reinforce_ddp",
+        init=str(tiny_sft),
+        steps=3,
+        batch_size=8,
+        max_new_tokens=24,
+        save_every=10,
+        report_to="none",
+        limit=64,
+        learning_rate=1e-2,
+        threads=1,
+    )
     ranks = launch("codelib.trainers.reinforce", cfg, tmp_path)
     assert ranks["processes"] == 2
     a, b = ranks["trainable_sums"]
@@ -40,9 +58,21 @@ def test_reinforce_two_processes_identical_weights(tiny_sft, tmp_path):
 
 @pytest.mark.slow
 def test_grpo_two_processes_identical_weights(tiny_sft, tmp_path):
-    cfg = grpo.Config(profile="test", stage="grpo_ddp", init=str(tiny_sft), steps=2, prompts_per_step=2,
-                      num_generations=4, max_new_tokens=24, save_every=10, report_to="none", limit=32,
-                      learning_rate=1e-2, rewards={"pass": 1.0, "length": {"alpha": 1.0}}, threads=1)  # fmt: skip
+    cfg = grpo.Config(
+        profile="test",
+        stage="grpo_ddp",
+        init=str(tiny_sft),
+        steps=2,
+        prompts_per_step=2,
+        num_generations=4,
+        max_new_tokens=24,
+        save_every=10,
+        report_to="none",
+        limit=32,
+        learning_rate=1e-2,
+        rewards={"pass": 1.0, "length": {"alpha": 1.0}},
+        threads=1,
+    )
     ranks = launch("codelib.trainers.grpo", cfg, tmp_path)
     assert ranks["processes"] == 2
     a, b = ranks["trainable_sums"]
@@ -53,9 +83,22 @@ def test_grpo_two_processes_identical_weights(tiny_sft, tmp_path):
 def test_ppo_value_head_two_processes_identical_weights(tiny_sft, tmp_path):
     import torch
 
-    cfg = ppo.Config(profile="test", stage="ppo_ddp", init=str(tiny_sft), steps=2, batch_size=4, samples_per_task=2,
-                     ppo_epochs=2, critic="value_head", max_new_tokens=24, save_every=10, report_to="none", limit=32,
-                     learning_rate=1e-2, threads=1)  # fmt: skip
+    cfg = ppo.Config(
+        profile="test",
+        stage="ppo_ddp",
+        init=str(tiny_sft),
+        steps=2,
+        batch_size=4,
+        samples_per_task=2,
+        ppo_epochs=2,
+        critic="value_head",
+        max_new_tokens=24,
+        save_every=10,
+        report_to="none",
+        limit=32,
+        learning_rate=1e-2,
+        threads=1,
+    )
     ranks = launch("codelib.trainers.ppo", cfg, tmp_path)
     assert ranks["processes"] == 2
     a, b = ranks["trainable_sums"]
@@ -68,8 +111,18 @@ def test_ppo_value_head_two_processes_identical_weights(tiny_sft, tmp_path):
 def test_notebook_launcher_streams_the_log_and_returns_the_run(tiny_sft):
     from codelib.runner import launch
 
-    cfg = reinforce.Config(profile="test", stage="reinforce_launch", init=str(tiny_sft), steps=1, batch_size=4,
-                           max_new_tokens=16, save_every=10, report_to="none", limit=16, threads=1)  # fmt: skip
+    cfg = reinforce.Config(
+        profile="test",
+        stage="reinforce_launch",
+        init=str(tiny_sft),
+        steps=1,
+        batch_size=4,
+        max_new_tokens=16,
+        save_every=10,
+        report_to="none",
+        limit=16,
+        threads=1,
+    )
     lines = []
     run = launch.train("codelib.trainers.reinforce", cfg, processes=2, config="cpu_2proc", echo=lines.append)
     assert run == cfg.run_dir and (run / "adapter_config.json").exists()
@@ -176,8 +229,15 @@ def test_rank_local_device_map_and_fsdp_adapters_gathered_on_save(tmp_path):
     and FSDP2 is gathered and saved by rank 0 equal to the unsharded one, although each rank holds only shards."""
     script = tmp_path / "ranks.py"
     script.write_text(RANKS_SCRIPT)
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
-           str(REPO_ROOT / "params" / "accelerate" / "cpu_2proc.yaml"), str(script), str(tmp_path)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        str(REPO_ROOT / "params" / "accelerate" / "cpu_2proc.yaml"),
+        str(script),
+        str(tmp_path),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO_ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     reports = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]

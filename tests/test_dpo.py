@@ -11,8 +11,16 @@ from codelib.tasks import Task
 
 
 def row(tid, i, completion, passed, frac, tokens=10):
-    return {"task_id": tid, "index": i, "completion": completion, "passed": passed, "test_fraction": frac,
-            "tokens": tokens, "status": "passed" if passed else "failed", "detail": ""}  # fmt: skip
+    return {
+        "task_id": tid,
+        "index": i,
+        "completion": completion,
+        "passed": passed,
+        "test_fraction": frac,
+        "tokens": tokens,
+        "status": "passed" if passed else "failed",
+        "detail": "",
+    }
 
 
 ANNOTATED = [
@@ -43,8 +51,12 @@ def test_pair_rule():
     pairs = make_pairs(rank(ANNOTATED), PairRule(min_chosen=0.8, min_gap=0.4, max_pairs_per_task=10))
     assert {p["task_id"] for p in pairs} == {"mixed"}  # all-pass and all-fail tasks give none
     got = {(p["chosen"], p["rejected"]) for p in pairs}
-    assert got == {("good_long", "bad_zero"), ("good_long", "bad_half"), ("good_short", "bad_zero"),
-                   ("good_short", "bad_half")}  # fmt: skip
+    assert got == {
+        ("good_long", "bad_zero"),
+        ("good_long", "bad_half"),
+        ("good_short", "bad_zero"),
+        ("good_short", "bad_half"),
+    }
     assert all(p["chosen_fraction"] - p["rejected_fraction"] >= 0.4 for p in pairs)
 
 
@@ -73,8 +85,12 @@ def test_annotation_resumes_without_rerunning(tmp_path, monkeypatch):
     )
     cands = tmp_path / "candidates.jsonl"
     good, bad = "    return 2 * x\n", "    return x\n"
-    cands.write_text("".join(json.dumps({"task_id": "t/1", "index": i, "completion": c, "tokens": 3}) + "\n"
-                             for i, c in enumerate([good, bad, good, bad, good])))  # fmt: skip
+    cands.write_text(
+        "".join(
+            json.dumps({"task_id": "t/1", "index": i, "completion": c, "tokens": 3}) + "\n"
+            for i, c in enumerate([good, bad, good, bad, good])
+        )
+    )
     out = tmp_path / "ann.jsonl"
     # a first run that stops after the first batch of 2
     calls = []
@@ -127,9 +143,20 @@ def test_dpo_two_steps_change_lora(tiny_sft, monkeypatch):
 
     from codelib.trainers import dpo
 
-    cfg = dpo.Config(profile="test", init=str(tiny_sft), limit=24, n_candidates=4, max_new_tokens=24, steps=2,
-                     batch_size=4, learning_rate=1e-2, report_to="none", min_chosen=0.0, min_gap=0.0,
-                     threads=1)  # fmt: skip
+    cfg = dpo.Config(
+        profile="test",
+        init=str(tiny_sft),
+        limit=24,
+        n_candidates=4,
+        max_new_tokens=24,
+        steps=2,
+        batch_size=4,
+        learning_rate=1e-2,
+        report_to="none",
+        min_chosen=0.0,
+        min_gap=0.0,
+        threads=1,
+    )
     manifest = dpo.prepare(cfg)
     if manifest["counts"]["pairs"] == 0:
         # the barely trained tiny model may pass nothing; seed a pair from the canonical solutions
@@ -145,7 +172,7 @@ def test_dpo_two_steps_change_lora(tiny_sft, monkeypatch):
                     "rejected": "    return None\n",
                 }
             )
-            + "\n"  # fmt: skip
+            + "\n"
         )
         monkeypatch.setattr(dpo, "prepare", lambda cfg: manifest)  # keep the seeded pairs
     run = dpo.train(cfg)

@@ -60,8 +60,9 @@ def test_gae_by_hand_and_the_value_advantage_sign():
 def test_gspo_gradient_on_an_unclipped_sequence():
     logp_old = torch.tensor([[-1.0, -1.0]])
     logp = torch.tensor([[-0.9, -1.1]], requires_grad=True)  # mean log-ratio 0: s = 1, inside 1 +- 3e-4
-    per_token, stats = policy_loss("gspo", logp, logp_old, torch.tensor([1.0]), torch.ones(1, 2), eps_low=3e-4,
-                                   eps_high=4e-4)  # fmt: skip
+    per_token, stats = policy_loss(
+        "gspo", logp, logp_old, torch.tensor([1.0]), torch.ones(1, 2), eps_low=3e-4, eps_high=4e-4
+    )
     aggregate("seq-mean-token-mean", per_token, torch.ones(1, 2)).backward()
     # loss = -A s, s = exp(mean_t log rho_t): d/d logp_t = -A s / |y| = -0.5 for each token
     assert logp.grad[0].tolist() == pytest.approx([-0.5, -0.5])
@@ -86,8 +87,9 @@ def test_clip_higher_dual_clip_and_where_the_clip_binds():
 
 def test_cispo_every_token_keeps_a_gradient_and_pg_computes_no_ratio():
     logp = torch.log(torch.tensor([[2.0, 0.5]])).requires_grad_()
-    per_token, st = policy_loss("cispo", logp, torch.zeros(1, 2), torch.tensor([1.0]), torch.ones(1, 2), eps_low=1.0,
-                                eps_high=0.5)  # fmt: skip
+    per_token, st = policy_loss(
+        "cispo", logp, torch.zeros(1, 2), torch.tensor([1.0]), torch.ones(1, 2), eps_low=1.0, eps_high=0.5
+    )
     per_token.sum().backward()
     assert logp.grad[0].tolist() == pytest.approx([-1.5, -0.5])  # -sg(min(rho, 1.5)) * A: clipped weight, live grad
     assert st["clip_frac_high"] == 0.5
@@ -114,10 +116,19 @@ def test_dynamic_sampling_drops_all_pass_groups_of_different_lengths():
     n = 6
     passed = [1.0, 1.0, 0.0, 1.0, 0.0, 0.0]  # G=2: all pass (lengths differ), mixed, all fail
     rewards = [0.99, 0.97, -0.01, 0.98, -0.02, -0.03]  # pass - alpha * length: no two rewards equal
-    ro = rollout.Rollouts(tasks=["t"] * n, prompt_ids=[[1]] * n, completion_ids=[[2]] * n,
-                          texts=[f"a{i}" for i in range(n)], passed=torch.tensor(passed),
-                          test_fraction=torch.tensor(passed), lengths=torch.ones(n), rewards=torch.tensor(rewards),
-                          terms={}, generate_s=1.0, sandbox_s=0.5)  # fmt: skip
+    ro = rollout.Rollouts(
+        tasks=["t"] * n,
+        prompt_ids=[[1]] * n,
+        completion_ids=[[2]] * n,
+        texts=[f"a{i}" for i in range(n)],
+        passed=torch.tensor(passed),
+        test_fraction=torch.tensor(passed),
+        lengths=torch.ones(n),
+        rewards=torch.tensor(rewards),
+        terms={},
+        generate_s=1.0,
+        sandbox_s=0.5,
+    )
     batch, st = rollout.fill_dynamic(ro, lambda r: ro, 2, groups_wanted=1, max_refills=0)
     assert batch.texts == ["a2", "a3"] and st["groups_dropped"] == 2.0  # reward-equality would have dropped none
 
@@ -126,8 +137,15 @@ def _tiny_llama():
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-                      num_key_value_heads=2, max_position_embeddings=64)  # fmt: skip
+    cfg = LlamaConfig(
+        vocab_size=32,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
     return LlamaForCausalLM(cfg).eval()
 
 
@@ -153,8 +171,9 @@ def test_registry_rows_resolve_and_presets_name_their_algorithm():
         parts_of(name)
     assert reinforce.Config(baseline="rloo", samples_per_task=2).algorithm == "rloo"
     assert ppo.Config(critic="value_head").advantage == "gae"
-    dapo = grpo.Config(clip_eps_high=0.28, dynamic_sampling=True, steps_per_generation=4, prompts_per_step=4,
-                       num_generations=4)  # fmt: skip
+    dapo = grpo.Config(
+        clip_eps_high=0.28, dynamic_sampling=True, steps_per_generation=4, prompts_per_step=4, num_generations=4
+    )
     eng = grpo.engine_config(dapo)
     assert (eng.algorithm, eng.loss_agg, eng.minibatch_size, eng.clip_eps_high) == ("dapo", "token-mean", 4, 0.28)
     with pytest.raises(ValueError, match="backend: trl"):
@@ -163,16 +182,31 @@ def test_registry_rows_resolve_and_presets_name_their_algorithm():
         online.Config(algorithm="reinforce", ppo_epochs=2)
 
 
-SMALL = dict(profile="test", max_new_tokens=16, save_every=1, report_to="none", limit=32, threads=1,
-             rewards={"pass": 1.0, "length": {"alpha": 1.0}})  # fmt: skip
+SMALL = dict(
+    profile="test",
+    max_new_tokens=16,
+    save_every=1,
+    report_to="none",
+    limit=32,
+    threads=1,
+    rewards={"pass": 1.0, "length": {"alpha": 1.0}},
+)
 
 
 @pytest.mark.slow
 def test_a_dapo_step_moves_the_ratio_and_the_clip_binds(tiny_sft):
     """Four minibatch updates per rollout: from the second on the policy has moved, the ratio leaves 1 and
     clip-higher binds; with one update per rollout the same step measures a ratio of exactly 1 (inert clip)."""
-    common = dict(SMALL, init=str(tiny_sft), steps=1, prompts_per_step=4, num_generations=4, learning_rate=5e-2,
-                  loss_type="dapo", clip_eps_high=0.28)  # fmt: skip
+    common = dict(
+        SMALL,
+        init=str(tiny_sft),
+        steps=1,
+        prompts_per_step=4,
+        num_generations=4,
+        learning_rate=5e-2,
+        loss_type="dapo",
+        clip_eps_high=0.28,
+    )
     run = grpo.train(grpo.Config(stage="dapo_moves", steps_per_generation=4, **common))
     row = read_jsonl(run / "metrics.jsonl")[-1]
     assert row["updates"] == 4 and row["ratio_max"] > 1.0 and row["clip_frac"] > 0
@@ -198,8 +232,9 @@ def test_the_trl_backend_logs_the_engine_keys_and_its_samples(tiny_sft):
     pytest.importorskip("trl")
     from codelib.engine.rewards import make_rewards
 
-    cfg = grpo.Config(**SMALL, init=str(tiny_sft), stage="trl_logs", backend="trl", steps=2, prompts_per_step=2,
-                      num_generations=2)  # fmt: skip
+    cfg = grpo.Config(
+        **SMALL, init=str(tiny_sft), stage="trl_logs", backend="trl", steps=2, prompts_per_step=2, num_generations=2
+    )
     run = grpo.train(cfg)
     rows = read_jsonl(run / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2]
@@ -222,13 +257,19 @@ def test_shipped_params_run_the_algorithm_their_names_promise():
 
     root = Path(__file__).resolve().parent.parent / "params" / "tiny"
     modules = {"02": reinforce, "03": ppo, "04": grpo}
-    expect = {"02_reinforce.yaml": ("reinforce", "reinforce"), "variants/02_reinforce_rloo.yaml": ("rloo", "rloo"),
-              "variants/02_reinforce_dynamic.yaml": ("rloo", "rloo"), "03_ppo.yaml": ("ppo", "gae"),
-              "variants/03_ppo_reinforce_pp.yaml": ("reinforce_pp", "reinforce_pp"),
-              "variants/03_ppo_reinforce_pp_baseline.yaml": ("reinforce_pp_baseline", "reinforce_pp_baseline"),
-              "04_grpo.yaml": ("grpo", "grpo"), "variants/04_grpo_dapo.yaml": ("dapo", "grpo"),
-              "variants/04_grpo_gspo.yaml": ("gspo", "grpo"), "variants/04_grpo_cispo.yaml": ("cispo", "grpo"),
-              "variants/04_grpo_dr_grpo.yaml": ("dr_grpo", "dr_grpo")}  # fmt: skip
+    expect = {
+        "02_reinforce.yaml": ("reinforce", "reinforce"),
+        "variants/02_reinforce_rloo.yaml": ("rloo", "rloo"),
+        "variants/02_reinforce_dynamic.yaml": ("rloo", "rloo"),
+        "03_ppo.yaml": ("ppo", "gae"),
+        "variants/03_ppo_reinforce_pp.yaml": ("reinforce_pp", "reinforce_pp"),
+        "variants/03_ppo_reinforce_pp_baseline.yaml": ("reinforce_pp_baseline", "reinforce_pp_baseline"),
+        "04_grpo.yaml": ("grpo", "grpo"),
+        "variants/04_grpo_dapo.yaml": ("dapo", "grpo"),
+        "variants/04_grpo_gspo.yaml": ("gspo", "grpo"),
+        "variants/04_grpo_cispo.yaml": ("cispo", "grpo"),
+        "variants/04_grpo_dr_grpo.yaml": ("dr_grpo", "dr_grpo"),
+    }
     for rel, (algorithm, advantage) in expect.items():
         mod = modules[Path(rel).name[:2]]
         cfg = load_config(mod.Config, root / rel)

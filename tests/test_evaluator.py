@@ -312,9 +312,17 @@ def test_every_checkpoint_is_checked_before_any_is_evaluated(tmp_path, monkeypat
     (tmp_path / "tiny" / "sft").mkdir(parents=True)
     (tmp_path / "tiny" / "sft" / "adapter_config.json").write_text("{}")
     (tmp_path / "tiny" / "empty").mkdir()
-    cfg = evaluator.EvalConfig(checkpoints={"base": "tiny", "sft": "checkpoints/tiny/sft", "grpo": "checkpoints/tiny/grpo",
-                                            "dpo": "checkpoints/tiny/dpo", "odd": "checkpoints/tiny/empty",
-                                            "hub": "org/model"}, baseline="base")  # fmt: skip
+    cfg = evaluator.EvalConfig(
+        checkpoints={
+            "base": "tiny",
+            "sft": "checkpoints/tiny/sft",
+            "grpo": "checkpoints/tiny/grpo",
+            "dpo": "checkpoints/tiny/dpo",
+            "odd": "checkpoints/tiny/empty",
+            "hub": "org/model",
+        },
+        baseline="base",
+    )
     monkeypatch.setattr(evaluator, "load_tasks", lambda *a, **k: pytest.fail("tasks loaded before the check"))
     with pytest.raises(FileNotFoundError) as e:
         evaluator.evaluate(cfg)

@@ -8,11 +8,27 @@ import pytest
 from codelib.reports import explore
 
 ROWS = [
-    {"task_id": "t/0", "sample": 0, "completion": "    return x + 1\n", "code": "    return x + 1\n",
-     "status": "passed", "passed": True, "detail": "", "n_tokens": 10},
-    {"task_id": "t/0", "sample": 1, "completion": "    return x <b>\n", "code": "    return x <b>\n",
-     "status": "failed", "passed": False, "detail": "AssertionError", "n_tokens": 30},
-]  # fmt: skip
+    {
+        "task_id": "t/0",
+        "sample": 0,
+        "completion": "    return x + 1\n",
+        "code": "    return x + 1\n",
+        "status": "passed",
+        "passed": True,
+        "detail": "",
+        "n_tokens": 10,
+    },
+    {
+        "task_id": "t/0",
+        "sample": 1,
+        "completion": "    return x <b>\n",
+        "code": "    return x <b>\n",
+        "status": "failed",
+        "passed": False,
+        "detail": "AssertionError",
+        "n_tokens": 30,
+    },
+]
 
 
 @pytest.fixture
@@ -111,8 +127,9 @@ def test_headless_under_plain_papermill(tmp_path, monkeypatch):
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, tmp_path / "in.ipynb")
     for parameters in ({"x": 2}, None):
-        pm.execute_notebook(str(tmp_path / "in.ipynb"), str(tmp_path / "out.ipynb"), parameters=parameters,
-                            progress_bar=False)  # fmt: skip
+        pm.execute_notebook(
+            str(tmp_path / "in.ipynb"), str(tmp_path / "out.ipynb"), parameters=parameters, progress_bar=False
+        )
         out = nbformat.read(tmp_path / "out.ipynb", as_version=4)
         assert "HEADLESS True" in out.cells[-1].outputs[0].text
 

@@ -14,8 +14,20 @@ def test_qlora_sft_two_steps_on_4bit_base(ckpt_root, tiny_base):
 
     from codelib.trainers import sft
 
-    cfg = sft.Config(profile="test", stage="qlora", init=str(tiny_base), load_in_4bit=True, bf16=True, steps=2,
-                     batch_size=8, learning_rate=2e-3, report_to="none", limit=32, lora_r=16, lora_alpha=32)  # fmt: skip
+    cfg = sft.Config(
+        profile="test",
+        stage="qlora",
+        init=str(tiny_base),
+        load_in_4bit=True,
+        bf16=True,
+        steps=2,
+        batch_size=8,
+        learning_rate=2e-3,
+        report_to="none",
+        limit=32,
+        lora_r=16,
+        lora_alpha=32,
+    )
     run = sft.train(cfg)
     weights = load_file(str(run / "adapter_model.safetensors"))
     assert any("lora_B" in k and float(v.abs().sum()) > 0 for k, v in weights.items())
@@ -51,9 +63,21 @@ def test_grpo_with_vllm_colocate_two_steps(tiny_sft):
 
     from codelib.trainers import grpo
 
-    cfg = grpo.Config(profile="test", stage="grpo_vllm", backend="trl", init=str(tiny_sft), steps=2, prompts_per_step=4,
-                      num_generations=4, max_new_tokens=24, report_to="none", limit=16, use_vllm=True,
-                      vllm_mode="colocate", vllm_gpu_memory_utilization=0.2)  # fmt: skip
+    cfg = grpo.Config(
+        profile="test",
+        stage="grpo_vllm",
+        backend="trl",
+        init=str(tiny_sft),
+        steps=2,
+        prompts_per_step=4,
+        num_generations=4,
+        max_new_tokens=24,
+        report_to="none",
+        limit=16,
+        use_vllm=True,
+        vllm_mode="colocate",
+        vllm_gpu_memory_utilization=0.2,
+    )
     run = grpo.train(cfg)
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2] and (run / "adapter_model.safetensors").exists()
@@ -81,9 +105,20 @@ def test_trl_grpo_qlora_trains_fp32_adapters(tiny_sft):
 
     from codelib.trainers import grpo
 
-    cfg = grpo.Config(profile="test", stage="grpo_qlora_trl", backend="trl", init=str(tiny_sft), steps=2,
-                      prompts_per_step=2, num_generations=4, max_new_tokens=16, report_to="none", limit=8,
-                      load_in_4bit=True, learning_rate=1e-3)  # fmt: skip
+    cfg = grpo.Config(
+        profile="test",
+        stage="grpo_qlora_trl",
+        backend="trl",
+        init=str(tiny_sft),
+        steps=2,
+        prompts_per_step=2,
+        num_generations=4,
+        max_new_tokens=16,
+        report_to="none",
+        limit=8,
+        load_in_4bit=True,
+        learning_rate=1e-3,
+    )
     weights = load_file(str(grpo.train(cfg) / "adapter_model.safetensors"))
     assert {v.dtype for v in weights.values()} == {torch.float32}
 
@@ -124,8 +159,11 @@ def test_gpu_run_downloads_cpython_312_manylinux_wheels_of_the_pins():
     cmd = g.download_command(REPO_ROOT / ".whl")
     assert cmd[cmd.index("--python-version") + 1] == "3.12" and "--no-deps" in cmd and "--only-binary=:all:" in cmd
     assert all(p.startswith("manylinux") and p.endswith("x86_64") for p in cmd[cmd.index("--platform") + 1 :: 2][:6])
-    pins = dict(line.split("#")[0].strip().split("==") for line in (REPO_ROOT / "requirements.txt").read_text().splitlines()
-                if re.match(r"^[A-Za-z]", line))  # fmt: skip
+    pins = dict(
+        line.split("#")[0].strip().split("==")
+        for line in (REPO_ROOT / "requirements.txt").read_text().splitlines()
+        if re.match(r"^[A-Za-z]", line)
+    )
     for pin in g.WHEELS:  # the project's pins, where the project pins them
         name, version = pin.split("==")
         assert pins.get(name, version) == version, pin
@@ -161,10 +199,20 @@ def test_bench_gpu_keeps_every_row_when_a_trainer_or_the_eval_fails(tmp_path, ca
 
     from bench import gpu as bench
 
-    res = {"arch": "deepseek-1.3b", "device": "H100", "date": "d", "steps": 3, "batch": 16, "new_tokens": 256,
-           "params_N": 1.35e9, "eval": None,
-           "rows": [{"trainer": "sft", "quant": "lora", "step_s": 1.0, "tokens_per_s": 100.0, "peak_gb": 3.0, "mfu": 0.3},
-                    {"trainer": "ppo", "quant": "lora", "error": "OutOfMemoryError: CUDA out of memory", "peak_gb": 79.0}]}  # fmt: skip
+    res = {
+        "arch": "deepseek-1.3b",
+        "device": "H100",
+        "date": "d",
+        "steps": 3,
+        "batch": 16,
+        "new_tokens": 256,
+        "params_N": 1.35e9,
+        "eval": None,
+        "rows": [
+            {"trainer": "sft", "quant": "lora", "step_s": 1.0, "tokens_per_s": 100.0, "peak_gb": 3.0, "mfu": 0.3},
+            {"trainer": "ppo", "quant": "lora", "error": "OutOfMemoryError: CUDA out of memory", "peak_gb": 79.0},
+        ],
+    }
     out = tmp_path / "b.json"
     bench.write_json(str(out), res)
     assert json.loads(out.read_text())["rows"][1]["error"].startswith("OutOfMemoryError")

@@ -27,8 +27,11 @@ from codelib.tasks import (
 )
 
 HUB = Path(__file__).parent / "fixtures" / "hub"
-FILES = {"deepmind/code_contests": "code_contests.jsonl", "evalplus/humanevalplus": "humanevalplus.jsonl",
-         "evalplus/mbppplus": "mbppplus.jsonl"}  # fmt: skip
+FILES = {
+    "deepmind/code_contests": "code_contests.jsonl",
+    "evalplus/humanevalplus": "humanevalplus.jsonl",
+    "evalplus/mbppplus": "mbppplus.jsonl",
+}
 TACO_FILE = HUB / "taco_verified.json"  # TACO-verified's real shape: one JSON array of records with an `id`
 LCB_FILES = {"test.jsonl": "lcb_test.jsonl", "test2.jsonl": "lcb_test2.jsonl"}
 
@@ -174,8 +177,12 @@ def test_taco_file_is_read_record_by_record_within_twice_its_size(tmp_path):
                 "inputs": [f"{i} {k}\n" * 200 for k in range(10)],
                 "outputs": [f"{i + k}\n" * 300 for k in range(10)],
             }
-            record = template | {"id": i, "question": "q" * 20000 + str(i), "solutions": ["print(1)\n" * 500] * 3,
-                                 "input_output": json.dumps(io)}  # fmt: skip
+            record = template | {
+                "id": i,
+                "question": "q" * 20000 + str(i),
+                "solutions": ["print(1)\n" * 500] * 3,
+                "input_output": json.dumps(io),
+            }
             f.write(("," if i else "") + json.dumps(record))
         f.write("]")
     size = path.stat().st_size
@@ -383,7 +390,7 @@ VERDICTS = [
         "n = int(input())\nxs = list(map(int, input().split()))\nprint(sum(xs) // n)\n",
         False,
         "integer division",
-    ),  # fmt: skip
+    ),
     ("codecontests/1002_A. Even", "canonical", True, "'Yes' for 'YES': tokens are lowercased"),
     ("codecontests/1002_A. Even", "print('YES')\n", False, "NO expected on the private test"),
     ("codecontests/1003_B. Third", "canonical", True, "'0.33333' for '0.333333333': |diff| < 1e-5"),
@@ -407,7 +414,7 @@ VERDICTS = [
         "a, b = input().split()\nprint(a)\nprint(b)\n",
         True,
         "unsorted, but TACO compares sets of one-character tokens",
-    ),  # fmt: skip
+    ),
     ("taco/7", "a, b = map(int, input().split())\nprint(a + b)\n", False, "the sum"),
     # LiveCodeBench, lcb_runner
     *[(f"livecodebench/{k}", v, True, "reference") for k, v in LCB_RIGHT.items()],
@@ -417,14 +424,14 @@ VERDICTS = [
         "a, b = map(int, input().split())\nprint(gcd(a, b))\nprint(a - b)\n",
         True,
         "gcd without an import: lcb_runner runs its import block first",
-    ),  # fmt: skip
+    ),
     (
         "livecodebench/abc998_b",
         "import math\na, b = map(int, input().split())\nprint(str(math.gcd(a, b)).zfill(3))\n"
         "print('-0' if a == b else a - b)\n",
         True,
         "'006' and '-0' are Decimal-equal to '6' and '0'",
-    ),  # fmt: skip
+    ),
     ("livecodebench/abc998_c", "n = int(input())\nprint(f'{n / 3:.10f} {n}')\n", True, "'1.0000000000 3' is '1 3'"),
     ("livecodebench/abc998_c", "n = int(input())\nprint(n / 3, n)\n", False, "extra float digits"),
     ("livecodebench/abc998_c", "n = int(input())\nprint(f'{n / 3:.10f}')\nprint(n)\n", False, "two lines for one"),
@@ -435,7 +442,7 @@ VERDICTS = [
         "            seen[x] = j\n",
         True,
         "a tuple for a list: lcb_runner converts it",
-    ),  # fmt: skip
+    ),
     (
         "livecodebench/3001",
         "class Solution:\n    def findPair(self, nums):\n        seen = {}\n"
@@ -443,7 +450,7 @@ VERDICTS = [
         "            seen[x] = j\n",
         False,
         "indices swapped",
-    ),  # fmt: skip
+    ),
 ]
 
 
@@ -458,11 +465,15 @@ def _hub_tasks() -> dict:
 
 def test_verdicts_are_the_reference_harnesses(hub):
     tasks = _hub_tasks()
-    cases = [(tasks[tid], tasks[tid].canonical_solution if p == "canonical" else p, v, why)
-             for tid, p, v, why in VERDICTS]  # fmt: skip
+    cases = [
+        (tasks[tid], tasks[tid].canonical_solution if p == "canonical" else p, v, why) for tid, p, v, why in VERDICTS
+    ]
     verdicts = sandbox.check([t for t, *_ in cases], [p for _, p, *_ in cases], workers=2, timeout_s=20)
-    wrong = [(t.task_id, why, v.status, v.detail) for (t, _, ref, why), v in zip(cases, verdicts, strict=True)
-             if v.passed is not ref]  # fmt: skip
+    wrong = [
+        (t.task_id, why, v.status, v.detail)
+        for (t, _, ref, why), v in zip(cases, verdicts, strict=True)
+        if v.passed is not ref
+    ]
     assert wrong == [], "\n".join(map(str, wrong))
     assert all(v.status == "failed" for (*_, ref, _), v in zip(cases, verdicts, strict=True) if not ref)
     # each call of a calls task counts as one test, so test_fraction_reward has a gradient
@@ -475,8 +486,12 @@ def test_integers_past_4300_digits_are_data(hub):
     program returns or prints it (the reference harnesses run without Python's limit, or with 50000 digits)."""
     tasks = _hub_tasks()
     power, printed = tasks["taco/5"], tasks["taco/8"]
-    verdicts = sandbox.check([power, printed, printed], [power.canonical_solution, printed.canonical_solution,
-                             "print(7 ** int(input()) + 1)\n"], workers=2, timeout_s=20)  # fmt: skip
+    verdicts = sandbox.check(
+        [power, printed, printed],
+        [power.canonical_solution, printed.canonical_solution, "print(7 ** int(input()) + 1)\n"],
+        workers=2,
+        timeout_s=20,
+    )
     assert [(v.passed, v.status) for v in verdicts] == [(True, "passed"), (True, "passed"), (False, "failed")], [
         v.detail for v in verdicts
     ]
@@ -494,8 +509,13 @@ def test_livecodebench_functional_task_with_large_arguments_passes_in_its_budget
     cases = []
     for _ in range(12):
         nums = [rng.randint(-(10**9), 10**9) for _ in range(100_000)]
-        cases.append({"input": f"{json.dumps(nums)}\n{rng.randint(1, 10**5)}", "output": json.dumps(sum(nums)),
-                      "testtype": "functional"})  # fmt: skip
+        cases.append(
+            {
+                "input": f"{json.dumps(nums)}\n{rng.randint(1, 10**5)}",
+                "output": json.dumps(sum(nums)),
+                "testtype": "functional",
+            }
+        )
     record = _records("lcb_test.jsonl")[1] | {
         "question_id": "9999",
         "public_test_cases": json.dumps(cases[:1]),
@@ -520,8 +540,16 @@ def test_livecodebench_functional_task_with_large_arguments_passes_in_its_budget
 
 
 def _task(time_limit_s=None, memory_limit_mb=None) -> Task:
-    return Task("t", "p", '[{"input": "", "output": ""}]', "", "", "stdio", time_limit_s=time_limit_s,
-                memory_limit_mb=memory_limit_mb)  # fmt: skip
+    return Task(
+        "t",
+        "p",
+        '[{"input": "", "output": ""}]',
+        "",
+        "",
+        "stdio",
+        time_limit_s=time_limit_s,
+        memory_limit_mb=memory_limit_mb,
+    )
 
 
 @pytest.mark.parametrize(
@@ -583,8 +611,9 @@ def test_task_limits_reach_the_sandbox_job():
     from codelib import sandbox
     from codelib.tasks import Task
 
-    task = Task("cc/1", "p", '[{"input": "", "output": "1"}]', "", "print(1)", "stdio", time_limit_s=2.0,
-                memory_limit_mb=512)  # fmt: skip
+    task = Task(
+        "cc/1", "p", '[{"input": "", "output": "1"}]', "", "print(1)", "stdio", time_limit_s=2.0, memory_limit_mb=512
+    )
     job = sandbox.task_job(task, "print(1)", timeout_s=5.0, memory_mb=1024)
     assert (job.timeout_s, job.memory_mb) == (10.0, 2048)
     plain = sandbox.task_job(Task("cc/2", "p", task.tests, "", "print(1)", "stdio"), "print(1)")
@@ -594,8 +623,10 @@ def test_task_limits_reach_the_sandbox_job():
 def test_evalplus_hub_tasks_judge_canonical_right_and_wrong_wrong(hub):
     """The hub copies run their rows' own test program (EvalPlus's `assertion` over every input): the canonical
     solutions pass and wrong ones fail, as running that program does."""
-    tasks = {t.task_id: t for t in load_tasks("humaneval_plus", "all", source="hub") + load_tasks("mbpp_plus", "all",
-                                                                                                  source="hub")}  # fmt: skip
+    tasks = {
+        t.task_id: t
+        for t in load_tasks("humaneval_plus", "all", source="hub") + load_tasks("mbpp_plus", "all", source="hub")
+    }
     cases = [
         ("HumanEval/0", "canonical", True),
         ("HumanEval/0", "    return True\n", False),
@@ -634,10 +665,16 @@ def test_taco_hub_file_is_the_repositorys_one_json_file(monkeypatch):
     from codelib.tasks import hub as hub_tasks
 
     asked = []
-    monkeypatch.setattr(huggingface_hub.HfApi, "list_repo_files",
-                        lambda self, repo, repo_type=None: [".gitattributes", "README.md", "train.json"])  # fmt: skip
-    monkeypatch.setattr(huggingface_hub, "hf_hub_download",
-                        lambda repo, name, repo_type=None: asked.append((repo, name, repo_type)) or str(TACO_FILE))  # fmt: skip
+    monkeypatch.setattr(
+        huggingface_hub.HfApi,
+        "list_repo_files",
+        lambda self, repo, repo_type=None: [".gitattributes", "README.md", "train.json"],
+    )
+    monkeypatch.setattr(
+        huggingface_hub,
+        "hf_hub_download",
+        lambda repo, name, repo_type=None: asked.append((repo, name, repo_type)) or str(TACO_FILE),
+    )
     assert hub_tasks.taco_file() == TACO_FILE
     assert asked == [("likaixin/TACO-verified", "train.json", "dataset")]
     monkeypatch.setattr(huggingface_hub.HfApi, "list_repo_files", lambda self, repo, repo_type=None: ["README.md"])

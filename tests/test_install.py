@@ -24,9 +24,20 @@ def test_pip_settings_become_uv_options(monkeypatch):
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: SimpleNamespace(stdout=PIP_CONFIG_LIST, returncode=0))
     monkeypatch.delenv("SSL_CERT_FILE", raising=False)
     opts, env = install.uv_options(install.pip_config())
-    assert opts == ["--index-strategy", "unsafe-best-match", "--index-url", "https://mirror.example/simple",
-                    "--extra-index-url", "file:///opt/pypi/simple", "--extra-index-url", "file:///opt/pypi-more/simple",
-                    "--find-links", "/opt/wheels", "--constraint", "/etc/xdg/pip/constraints.txt"]  # fmt: skip
+    assert opts == [
+        "--index-strategy",
+        "unsafe-best-match",
+        "--index-url",
+        "https://mirror.example/simple",
+        "--extra-index-url",
+        "file:///opt/pypi/simple",
+        "--extra-index-url",
+        "file:///opt/pypi-more/simple",
+        "--find-links",
+        "/opt/wheels",
+        "--constraint",
+        "/etc/xdg/pip/constraints.txt",
+    ]
     assert env["SSL_CERT_FILE"] == "/etc/ssl/certs/ca-certificates.crt"
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: SimpleNamespace(stdout="", returncode=0))
     assert install.uv_options(install.pip_config())[0] == ["--index-strategy", "unsafe-best-match"]  # pip's defaults

@@ -80,14 +80,17 @@ def test_build_is_a_hub_style_dir_and_is_cached(small_model, tmp_path):
 
 
 def test_build_is_reproducible_and_settings_change_rebuilds(tmp_path):
-    a = models.build_tiny_model(tmp_path / "a", steps=3, n_train=100, batch_size=4, hidden_size=32,
-                                intermediate_size=64, num_layers=1)  # fmt: skip
-    b = models.build_tiny_model(tmp_path / "b", steps=3, n_train=100, batch_size=4, hidden_size=32,
-                                intermediate_size=64, num_layers=1)  # fmt: skip
+    a = models.build_tiny_model(
+        tmp_path / "a", steps=3, n_train=100, batch_size=4, hidden_size=32, intermediate_size=64, num_layers=1
+    )
+    b = models.build_tiny_model(
+        tmp_path / "b", steps=3, n_train=100, batch_size=4, hidden_size=32, intermediate_size=64, num_layers=1
+    )
     assert (a / "model.safetensors").read_bytes() == (b / "model.safetensors").read_bytes()
     loss = json.loads((a / models.BUILD_FILE).read_text())["final_loss"]
-    models.build_tiny_model(tmp_path / "a", steps=4, n_train=100, batch_size=4, hidden_size=32,
-                            intermediate_size=64, num_layers=1)  # fmt: skip
+    models.build_tiny_model(
+        tmp_path / "a", steps=4, n_train=100, batch_size=4, hidden_size=32, intermediate_size=64, num_layers=1
+    )
     record = json.loads((a / models.BUILD_FILE).read_text())
     assert record["settings"]["steps"] == 4 and record["final_loss"] != loss
 
@@ -174,8 +177,9 @@ def test_placement_on_a_gpu_and_on_a_cpu():
 def _lora(model, r=4, init=True):
     from peft import LoraConfig, get_peft_model
 
-    cfg = LoraConfig(r=r, lora_alpha=2 * r, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM",
-                     init_lora_weights=init)  # fmt: skip
+    cfg = LoraConfig(
+        r=r, lora_alpha=2 * r, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM", init_lora_weights=init
+    )
     return get_peft_model(model, cfg)
 
 
@@ -197,10 +201,15 @@ def _load_4bit_on_cpu(name, load_in_4bit=False, **kwargs):
     from peft import prepare_model_for_kbit_training
     from transformers import AutoModelForCausalLM, BitsAndBytesConfig
 
-    q = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-                           bnb_4bit_compute_dtype=torch.bfloat16)  # fmt: skip
-    model = AutoModelForCausalLM.from_pretrained(name, quantization_config=q, dtype=torch.bfloat16,
-                                                 device_map={"": "cpu"})  # fmt: skip
+    q = BitsAndBytesConfig(
+        load_in_4bit=True,
+        bnb_4bit_quant_type="nf4",
+        bnb_4bit_use_double_quant=True,
+        bnb_4bit_compute_dtype=torch.bfloat16,
+    )
+    model = AutoModelForCausalLM.from_pretrained(
+        name, quantization_config=q, dtype=torch.bfloat16, device_map={"": "cpu"}
+    )
     model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
     return model, models._load_tokenizer(name)
 
@@ -213,20 +222,34 @@ def test_qlora_adapter_stays_fp32_through_a_trl_step(small_model, ckpt_root, mon
     pytest.importorskip("bitsandbytes")
     from safetensors.torch import load_file
 
-    from codelib.trainers import sft
+    from codelib.trainers import common, sft
 
     monkeypatch.setattr(sft, "load_policy", _load_4bit_on_cpu)
 
     def run(stage):
-        cfg = sft.Config(profile="test", stage=stage, init=str(small_model), load_in_4bit=True, steps=1,
-                         batch_size=4, learning_rate=1e-3, report_to="none", limit=8, lora_r=4, lora_alpha=8,
-                         lora_dropout=0.0, logging_steps=1, save_every=100, warmup_ratio=0.0)  # fmt: skip
+        cfg = sft.Config(
+            profile="test",
+            stage=stage,
+            init=str(small_model),
+            load_in_4bit=True,
+            steps=1,
+            batch_size=4,
+            learning_rate=1e-3,
+            report_to="none",
+            limit=8,
+            lora_r=4,
+            lora_alpha=8,
+            lora_dropout=0.0,
+            logging_steps=1,
+            save_every=100,
+            warmup_ratio=0.0,
+        )
         weights = load_file(str(sft.train(cfg) / "adapter_model.safetensors"))
         assert any("lora_B" in k and float(v.abs().sum()) > 0 for k, v in weights.items())  # it trained
         return {v.dtype for v in weights.values()}
 
     assert run("qlora_fp32") == {torch.float32}
-    monkeypatch.setattr(sft, "adapters_fp32", lambda model: 0)  # without the fix: TRL's bf16 adapter
+    monkeypatch.setattr(common, "adapters_fp32", lambda model: 0)  # without the fix: TRL's bf16 adapter (train_trl)
     assert run("qlora_trl_cast") == {torch.bfloat16}
 
 

@@ -101,9 +101,24 @@ def test_papermill_with_a_misspelt_parameter_stops_with_the_pipelines_message(tm
     import sys
 
     nb = REPO_ROOT / "notebooks" / "07_plots.ipynb"
-    proc = subprocess.run([sys.executable, "-m", "papermill", str(nb), str(tmp_path / "out.ipynb"), "-f",
-                           str(REPO_ROOT / "params" / "tiny" / "07_plots.yaml"), "-p", "smoothng", "5"],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "papermill",
+            str(nb),
+            str(tmp_path / "out.ipynb"),
+            "-f",
+            str(REPO_ROOT / "params" / "tiny" / "07_plots.yaml"),
+            "-p",
+            "smoothng",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert proc.returncode != 0
     assert "unknown parameter 'smoothng' for PlotsConfig" in proc.stdout + proc.stderr
     with pytest.raises(ParamsError, match="unknown parameter 'smoothng' for PlotsConfig"):
@@ -116,6 +131,7 @@ def test_nbstripout_would_change_nothing():
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "nbstripout", "--verify", *map(str, NOTEBOOKS)], capture_output=True,
-                          text=True)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "nbstripout", "--verify", *map(str, NOTEBOOKS)], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr

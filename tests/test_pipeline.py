@@ -1,4 +1,5 @@
-"""The pipeline: strict params before anything runs, --only / --from, skip when up to date, a failing stage's message."""
+"""The pipeline: strict params before anything runs, --only / --from, skip when up to date, a failing stage's
+message."""
 
 import json
 from pathlib import Path
@@ -181,9 +182,13 @@ def test_a_deleted_run_dir_reruns_its_stage(tmp_path, monkeypatch):
     values = config_to_dict(reinforce.Config(profile="fake", init="tiny"))
     (root / "params" / "fake" / "02_reinforce.yaml").write_text(json.dumps(values))  # JSON is YAML
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("profile = 'x'"),
-                nbformat.v4.new_code_cell(f"import os\nos.makedirs({str(run)!r}, exist_ok=True)\n"
-                                          f"open({str(root / 'ran.log')!r}, 'a').write('02_reinforce\\n')")]  # fmt: skip
+    nb.cells = [
+        nbformat.v4.new_code_cell("profile = 'x'"),
+        nbformat.v4.new_code_cell(
+            f"import os\nos.makedirs({str(run)!r}, exist_ok=True)\n"
+            f"open({str(root / 'ran.log')!r}, 'a').write('02_reinforce\\n')"
+        ),
+    ]
     nb.cells[0].metadata["tags"] = ["parameters"]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, root / "notebooks" / "02_reinforce.ipynb")

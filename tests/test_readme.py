@@ -64,7 +64,11 @@ def test_links_resolve(page):
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_no_words_about_how_the_project_was_built(page):
     text = page.read_text()
-    for pattern in (r"\bsession \d+|\bthis session\b|\bround \d+\b", r"\bissue \d+\b|#\d{1,3}\b",
-                    r"\bEPYC VM\b|\breference VM\b", r"`[0-9a-f]{7}`|\b[0-9a-f]{7}\.\.\."):  # fmt: skip
+    for pattern in (
+        r"\bsession \d+|\bthis session\b|\bround \d+\b",
+        r"\bissue \d+\b|#\d{1,3}\b",
+        r"\bEPYC VM\b|\breference VM\b",
+        r"`[0-9a-f]{7}`|\b[0-9a-f]{7}\.\.\.",
+    ):
         hit = re.search(pattern, text, flags=re.I)
         assert hit is None, f"{page.name}: {hit.group(0)!r} is about how the project was built"

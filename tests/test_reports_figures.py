@@ -24,12 +24,31 @@ TASKS = [f"synthetic/t{i}" for i in range(12)]
 def summary(name: str, p: float, tokens: float, baseline: str = "sft") -> dict:
     per_task = [{"task_id": t, "n": 4, "c": (i * 7 + int(10 * p)) % 5} for i, t in enumerate(TASKS)]
     mean = sum(r["c"] / r["n"] for r in per_task) / len(per_task)
-    return {"checkpoint": name, "method": name, "source": "", "pass@1": mean, "ci_low": mean - 0.05,
-            "ci_high": mean + 0.05, "passed": mean * len(TASKS), "tasks": len(TASKS), "avg_tokens": tokens, "ks": [1],
-            "per_task": per_task, "verdicts": {"passed": 10, "wrong_answer": 5, "runtime_error": 2, "syntax_error": 1,
-            "timeout": 0}, "settings": {"dataset": "synthetic", "split": "test", "temperature": 0.8, "n_samples": 4,
-            "seed": 1, "bootstrap_iters": 100}, "vs_baseline": None if name == baseline else {"baseline": baseline,
-            "diff": 0.01, "ci_low": -0.02, "ci_high": 0.04}}  # fmt: skip
+    return {
+        "checkpoint": name,
+        "method": name,
+        "source": "",
+        "pass@1": mean,
+        "ci_low": mean - 0.05,
+        "ci_high": mean + 0.05,
+        "passed": mean * len(TASKS),
+        "tasks": len(TASKS),
+        "avg_tokens": tokens,
+        "ks": [1],
+        "per_task": per_task,
+        "verdicts": {"passed": 10, "wrong_answer": 5, "runtime_error": 2, "syntax_error": 1, "timeout": 0},
+        "settings": {
+            "dataset": "synthetic",
+            "split": "test",
+            "temperature": 0.8,
+            "n_samples": 4,
+            "seed": 1,
+            "bootstrap_iters": 100,
+        },
+        "vs_baseline": None
+        if name == baseline
+        else {"baseline": baseline, "diff": 0.01, "ci_low": -0.02, "ci_high": 0.04},
+    }
 
 
 def rows(kind: str, steps: int = 30) -> list[dict]:
@@ -37,8 +56,14 @@ def rows(kind: str, steps: int = 30) -> list[dict]:
     for s in range(steps):
         r = {"step": s, "loss": 1.0 / (s + 1)}
         if kind != "offline":
-            r |= {"reward_mean": 0.3 + 0.01 * s, "pass_rate": 0.3 + 0.01 * s, "completion_len": 40.0 - 0.2 * s,
-                  "clip_frac": 0.1, "verdicts/timeout": 0.0, "verdicts/wrong_answer": 0.4 - 0.005 * s}  # fmt: skip
+            r |= {
+                "reward_mean": 0.3 + 0.01 * s,
+                "pass_rate": 0.3 + 0.01 * s,
+                "completion_len": 40.0 - 0.2 * s,
+                "clip_frac": 0.1,
+                "verdicts/timeout": 0.0,
+                "verdicts/wrong_answer": 0.4 - 0.005 * s,
+            }
             # KL: computed by PPO; absent (null) where not computed, as GRPO at beta 0 logs it
             r["kl"] = 0.002 * s if kind == "ppo" else None
         out.append(r)
@@ -196,8 +221,9 @@ def test_make_all_writes_where_asked_and_removes_stale_figures(runs):
 def test_a_second_run_of_a_stage_is_dashed_and_duplicates_are_named_not_drawn(runs):
     d = runs / "checkpoints" / PROFILE / "grpo_trl"
     d.mkdir()
-    (d / "metrics.jsonl").write_text("".join(json.dumps({**r, "rewards/pass/mean": r["pass_rate"]}) + "\n"
-                                             for r in rows("grpo")))  # fmt: skip
+    (d / "metrics.jsonl").write_text(
+        "".join(json.dumps({**r, "rewards/pass/mean": r["pass_rate"]}) + "\n" for r in rows("grpo"))
+    )
     fig = reports.plot_training_curves(PROFILE, ["ppo", "grpo", "grpo_trl"], window=3)
     legend = fig.legends[0]
     styles = {t.get_text(): h.get_linestyle() for t, h in zip(legend.get_texts(), legend.legend_handles, strict=True)}

@@ -90,7 +90,14 @@ def test_extraction_for_mbpp_and_stdio():
     mbpp = load_tasks("mbpp", "test", limit=1)[0]
     fenced = f"Solution:\n```python\n{mbpp.canonical_solution}\nprint('debug')\n```"
     assert runs(mbpp, fenced)
-    stdio = Task("s/0", "Sum two numbers.", '[{"input": "1 2\\n", "output": "3\\n"}]', "", "print(sum(map(int, input().split())))", "stdio")  # fmt: skip
+    stdio = Task(
+        "s/0",
+        "Sum two numbers.",
+        '[{"input": "1 2\\n", "output": "3\\n"}]',
+        "",
+        "print(sum(map(int, input().split())))",
+        "stdio",
+    )
     code = extract_completion("```python\nprint(sum(map(int, input().split())))\n```", stdio)
     assert code == "print(sum(map(int, input().split())))\n"
     assert pass_reward([code], **columns([stdio])) == [1.0]
@@ -184,8 +191,15 @@ def test_lint_findings():
         "    return x\n"
     )
     found = " | ".join(lint(code))
-    for what in ("unused import os", "mutable default", "shadows builtin list", "unused variable y", "bare except",
-                 "comparison to None", "undefined name undefined_thing"):  # fmt: skip
+    for what in (
+        "unused import os",
+        "mutable default",
+        "shadows builtin list",
+        "unused variable y",
+        "bare except",
+        "comparison to None",
+        "undefined name undefined_thing",
+    ):
         assert what in found, what
     assert lint("def f(x):\n    return x\n") == []
     assert lint(code, first_line=20) == []  # only the completion's own lines count

@@ -132,8 +132,18 @@ def _lora_changed(run, start_state=None) -> bool:
 
 
 def _rl_kwargs(stage):
-    return dict(profile="test", stage=stage, steps=2, batch_size=8, max_new_tokens=24, save_every=1,
-                report_to="none", limit=64, learning_rate=1e-2, threads=1)  # fmt: skip
+    return dict(
+        profile="test",
+        stage=stage,
+        steps=2,
+        batch_size=8,
+        max_new_tokens=24,
+        save_every=1,
+        report_to="none",
+        limit=64,
+        learning_rate=1e-2,
+        threads=1,
+    )
 
 
 @pytest.mark.slow
@@ -146,8 +156,16 @@ def test_log_probs_match_generation_scores(tiny_sft):
     prompt = "def f(x):\n    "
     ids = torch.tensor([encode_prompts(tok, [prompt])[0]], device=model.device)  # cuda where load_policy put it
     torch.manual_seed(0)
-    gen = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=True, max_new_tokens=8, top_k=None,
-                         output_scores=True, return_dict_in_generate=True, pad_token_id=tok.pad_token_id)  # fmt: skip
+    gen = model.generate(
+        ids,
+        attention_mask=torch.ones_like(ids),
+        do_sample=True,
+        max_new_tokens=8,
+        top_k=None,
+        output_scores=True,
+        return_dict_in_generate=True,
+        pad_token_id=tok.pad_token_id,
+    )
     new = gen.sequences[0, ids.shape[1] :].tolist()
     scored = [float(torch.log_softmax(s[0], -1)[t]) for s, t in zip(gen.scores, new, strict=False)]
     batch = make_batch([ids[0].tolist()], [new], tok.pad_token_id, device=model.device)
@@ -185,8 +203,14 @@ def _assert_samples(run, steps: int, per_step: int, rows: list[dict]) -> None:
 
 @pytest.mark.slow
 def test_ppo_value_head_trains(tiny_sft):
-    cfg = ppo.Config(init=str(tiny_sft), critic="value_head", entropy_coef=0.01, max_grad_norm=0.5, ppo_epochs=2,
-                     **_rl_kwargs("ppo_vh"))  # fmt: skip
+    cfg = ppo.Config(
+        init=str(tiny_sft),
+        critic="value_head",
+        entropy_coef=0.01,
+        max_grad_norm=0.5,
+        ppo_epochs=2,
+        **_rl_kwargs("ppo_vh"),
+    )
     run = ppo.train(cfg)
     rows = read_jsonl(run / "metrics.jsonl")
     assert all(math.isfinite(r[k]) for r in rows for k in ("loss", "clip_frac", "approx_kl", "value_loss", "entropy"))
@@ -206,8 +230,9 @@ def test_shared_prefix_trains_as_the_packed_forward_does(tiny_sft):
     runs = {}
     for shared in (False, True):
         kw = {**_rl_kwargs(f"ppo_shared_{shared}"), "steps": 1, "batch_size": 4}
-        runs[shared] = ppo.train(ppo.Config(init=str(tiny_sft), critic="value_head", samples_per_task=4,
-                                            shared_prefix=shared, **kw))  # fmt: skip
+        runs[shared] = ppo.train(
+            ppo.Config(init=str(tiny_sft), critic="value_head", samples_per_task=4, shared_prefix=shared, **kw)
+        )
     a, b = (read_jsonl(runs[s] / "metrics.jsonl")[0] for s in (False, True))
     assert a["reward_mean"] == b["reward_mean"] and a["completion_len"] == b["completion_len"]  # same rollouts
     for key in ("loss", "value_loss", "kl", "approx_kl"):
@@ -233,8 +258,16 @@ def test_old_from_first_pass_drops_one_forward_and_trains_as_the_separate_one(ti
     for first in (False, True):
         calls.clear()
         kw = {**_rl_kwargs(f"ppo_first_{first}"), "steps": 2, "batch_size": 4}
-        runs[first] = ppo.train(ppo.Config(init=str(tiny_sft), critic="value_head", samples_per_task=4, ppo_epochs=1,
-                                           old_from_first_pass=first, **kw))  # fmt: skip
+        runs[first] = ppo.train(
+            ppo.Config(
+                init=str(tiny_sft),
+                critic="value_head",
+                samples_per_task=4,
+                ppo_epochs=1,
+                old_from_first_pass=first,
+                **kw,
+            )
+        )
         forwards[first] = len(calls)
     assert forwards == {False: 4, True: 2}  # 2 steps: old + update each, against the update alone
     a, b = (read_jsonl(runs[f] / "metrics.jsonl") for f in (False, True))
@@ -245,8 +278,16 @@ def test_old_from_first_pass_drops_one_forward_and_trains_as_the_separate_one(ti
     wa, wb = (load_file(str(runs[f] / "adapter_model.safetensors")) for f in (False, True))
     assert all(torch.allclose(wa[k], wb[k], atol=1e-4) for k in wa)
     calls.clear()
-    ppo.train(ppo.Config(init=str(tiny_sft), samples_per_task=2, ppo_epochs=1, old_from_first_pass=True, lora_dropout=0.1,
-                         **{**_rl_kwargs("ppo_first_dropout"), "steps": 1, "batch_size": 4}))  # fmt: skip
+    ppo.train(
+        ppo.Config(
+            init=str(tiny_sft),
+            samples_per_task=2,
+            ppo_epochs=1,
+            old_from_first_pass=True,
+            lora_dropout=0.1,
+            **{**_rl_kwargs("ppo_first_dropout"), "steps": 1, "batch_size": 4},
+        )
+    )
     assert len(calls) == 2  # dropout: the old log-probs need their own forward
 
 
@@ -262,16 +303,18 @@ def test_kl_every_skips_the_reference_forward_and_changes_no_weight(tiny_sft, mo
     runs, logged = {}, {}
     for every in (1, 2, 0):
         calls.clear()
-        runs[every] = reinforce.train(reinforce.Config(init=str(tiny_sft), kl_every=every,
-                                                       **{**_rl_kwargs(f"kl_every{every}"), "steps": 3}))  # fmt: skip
+        runs[every] = reinforce.train(
+            reinforce.Config(init=str(tiny_sft), kl_every=every, **{**_rl_kwargs(f"kl_every{every}"), "steps": 3})
+        )
         logged[every] = [r["step"] for r in read_jsonl(runs[every] / "metrics.jsonl") if "kl" in r]
         assert len(calls) == len(logged[every]), every
     assert logged == {1: [1, 2, 3], 2: [2, 3], 0: []}
     weights = {e: load_file(str(r / "adapter_model.safetensors")) for e, r in runs.items()}
     assert all(torch.equal(weights[1][k], weights[e][k]) for e in (2, 0) for k in weights[1])
     calls.clear()
-    run = reinforce.train(reinforce.Config(init=str(tiny_sft), kl_every=0, kl_coef=0.1,
-                                           **{**_rl_kwargs("kl_term"), "steps": 2}))  # fmt: skip
+    run = reinforce.train(
+        reinforce.Config(init=str(tiny_sft), kl_every=0, kl_coef=0.1, **{**_rl_kwargs("kl_term"), "steps": 2})
+    )
     assert len(calls) == 2 and all("kl" in r for r in read_jsonl(run / "metrics.jsonl"))
     with pytest.raises(ValueError, match="kl_every"):
         reinforce.Config(kl_every=-1)
@@ -308,8 +351,12 @@ def test_reinforce_resume_after_kill(tiny_sft, tmp_path):
     params = tmp_path / "p.yaml"
     params.write_text(yaml.safe_dump(config_to_dict(cfg)))
     env = {**os.environ}
-    proc = subprocess.Popen([sys.executable, "-m", "codelib.trainers.reinforce", str(params)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "codelib.trainers.reinforce", str(params)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     ckpt = cfg.run_dir / "checkpoint" / "state.pt"
     deadline = time.time() + 240
     while time.time() < deadline and proc.poll() is None:
@@ -329,9 +376,21 @@ def test_reinforce_resume_after_kill(tiny_sft, tmp_path):
 
 @pytest.mark.slow
 def test_grpo_trains_lora_with_project_rewards(tiny_sft):
-    cfg = grpo.Config(profile="test", init=str(tiny_sft), steps=2, prompts_per_step=4, num_generations=4,
-                      max_new_tokens=24, save_every=1, report_to="none", limit=32, learning_rate=1e-2, beta=0.01,
-                      rewards={"pass": 1.0, "compile": 0.2, "length": {"alpha": 1.0}}, threads=1)  # fmt: skip
+    cfg = grpo.Config(
+        profile="test",
+        init=str(tiny_sft),
+        steps=2,
+        prompts_per_step=4,
+        num_generations=4,
+        max_new_tokens=24,
+        save_every=1,
+        report_to="none",
+        limit=32,
+        learning_rate=1e-2,
+        beta=0.01,
+        rewards={"pass": 1.0, "compile": 0.2, "length": {"alpha": 1.0}},
+        threads=1,
+    )
     run = grpo.train(cfg)
     rows = read_jsonl(run / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2]

@@ -119,7 +119,10 @@ def test_stdin_is_a_regular_file(box):
 
 
 def test_counts_asserts_one_by_one(box):
-    check = "def check(candidate):\n    assert candidate(1) == 1\n    assert candidate(2) == 3\n    assert candidate(3) == 3\n"
+    check = (
+        "def check(candidate):\n    assert candidate(1) == 1\n    assert candidate(2) == 3\n"
+        "    assert candidate(3) == 3\n"
+    )
     mbpp = "assert f(1) == 1\nassert f(2) == 3\nassert f(3) == 3\nassert f('x') == 'x'\n"
     raising = "assert f(1) == 1\nassert f(None) + 1 == 2\n"
     v = box.map(
@@ -227,8 +230,15 @@ def test_cannot_write_outside_its_directory(box):
         pytest.skip(f"no file-system isolation here: {missing(box)}")
     name = f"codelib-escape-{uuid.uuid4().hex}"
     # its working directory is /tmp (a tmpfs of its own): everything else is read-only or absent
-    targets = [f"/{name}", f"/var/tmp/{name}", f"/dev/shm/{name}", os.path.join(REPO, name), f"/root/{name}",
-               f"/.private/{name}", f"/usr/{name}"]  # fmt: skip
+    targets = [
+        f"/{name}",
+        f"/var/tmp/{name}",
+        f"/dev/shm/{name}",
+        os.path.join(REPO, name),
+        f"/root/{name}",
+        f"/.private/{name}",
+        f"/usr/{name}",
+    ]
     program = (
         "import os\n"
         f"for path in {targets!r}:\n"
@@ -261,7 +271,8 @@ def test_cannot_read_secrets_or_reference_solutions():
                 "        print(open(f'/proc/{pid}/environ').read())\n"
                 "    except OSError:\n"
                 "        pass\n"
-                f"print(os.path.exists({os.path.join(REPO, 'codelib', 'data', 'humaneval', 'HumanEval.jsonl.gz')!r}))\n"
+                "print(os.path.exists("
+                f"{os.path.join(REPO, 'codelib', 'data', 'humaneval', 'HumanEval.jsonl.gz')!r}))\n"
             )
             v = box.map([program])[0]
             assert v.passed and secret not in v.stdout
@@ -519,7 +530,10 @@ def test_fallback_without_root_still_judges_and_cleans_up():
         b = Sandbox(workers=1, timeout_s=1, unprivileged=True)
     with b:
         assert "uid" in b.isolation["missing"]
-        leave = "import os, subprocess, time\nsubprocess.Popen(['sleep', '100'])\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(100)\n"  # fmt: skip
+        leave = (
+            "import os, subprocess, time\nsubprocess.Popen(['sleep', '100'])\n"
+            "if os.fork() == 0:\n    os.setsid()\n    time.sleep(100)\n"
+        )
         caps = "print(open('/proc/self/status').read().split('CapEff:')[1].split()[0])"
         v = b.map(["assert 1 == 1", "import sys\nsys.exit(0)", "while True:\n    pass", leave + "assert True", caps])
         assert [x.status for x in v] == ["passed", "error", "timeout", "passed", "passed"]
@@ -561,11 +575,30 @@ def test_stdio_tasks():
 
 # programs that do not parse (the tiny model writes many), ones that fail only in the compiler's later stages, and
 # ones the parser here cannot take (its stack, an unencodable character): every one gets the verdict its run gets
-NOT_PARSING = ["    return a +\n", "    return 'abc\n", "    return (a]\n", "    return a\n  x = 1\n", "\treturn a\n        return b\n",
-               "    return 1_\n", "    return a \uff0b 1\n", "    x = \'\'\'\n", "    return a\x00\n", "    return f'{a!}'\n",
-               "    return a\ndef g(:\n", "    " + "(" * 300 + "\n", "    return '\\q' +\n", "    yield = 3\n",
-               "    return print a\n", "    return [x for x in]\n", "    nonlocal a\n", "    return a\nreturn 1\n", "    break\n",
-               "    return \ud800\n", "    " + "-" * 10000 + "a\n", "    return a + 1\n" + "#" * 20_000 + "\n  x = (\n"]  # fmt: skip
+NOT_PARSING = [
+    "    return a +\n",
+    "    return 'abc\n",
+    "    return (a]\n",
+    "    return a\n  x = 1\n",
+    "\treturn a\n        return b\n",
+    "    return 1_\n",
+    "    return a \uff0b 1\n",
+    "    x = '''\n",
+    "    return a\x00\n",
+    "    return f'{a!}'\n",
+    "    return a\ndef g(:\n",
+    "    " + "(" * 300 + "\n",
+    "    return '\\q' +\n",
+    "    yield = 3\n",
+    "    return print a\n",
+    "    return [x for x in]\n",
+    "    nonlocal a\n",
+    "    return a\nreturn 1\n",
+    "    break\n",
+    "    return \ud800\n",
+    "    " + "-" * 10000 + "a\n",
+    "    return a + 1\n" + "#" * 20_000 + "\n  x = (\n",
+]
 
 
 def test_a_program_that_does_not_parse_gets_its_runs_verdict_without_a_run(monkeypatch):
@@ -573,8 +606,13 @@ def test_a_program_that_does_not_parse_gets_its_runs_verdict_without_a_run(monke
     would give (same status, detail, counts, output), with no run; everything else runs as before."""
     from codelib.sandbox import client
 
-    task = Task(task_id="t", prompt="def f(a):\n", entry_point="f", canonical_solution="    return a + 1\n",
-                tests="def check(candidate):\n    assert candidate(1) == 2\n    assert candidate(2) == 3\n")  # fmt: skip
+    task = Task(
+        task_id="t",
+        prompt="def f(a):\n",
+        entry_point="f",
+        canonical_solution="    return a + 1\n",
+        tests="def check(candidate):\n    assert candidate(1) == 2\n    assert candidate(2) == 3\n",
+    )
     submitted = []
     real_submit = client.Worker.submit
 
@@ -649,10 +687,18 @@ def test_a_program_that_plants_its_own_hashlib_forges_no_digest():
     """hashlib is imported in the child at the first digest, after the program ran: a program that plants a fake
     hashlib (every digest the same, or one that raises) before that still fails a wrong answer, and a right one
     planting nothing still passes."""
-    task = Task("Mbpp/9002", "def many(n, s):\n", "assert many(2, 'a') == [('a', 0), ('a', 1)]", "many",
-                "    return [(s, i) for i in range(n)]\n", plus_inputs=json.dumps([[200_000, "ab"], [3, "c"]]))  # fmt: skip
-    plant = ("import sys, types\nfake = types.ModuleType('hashlib')\nclass H:\n    def __init__(self, d=b''): pass\n"
-             "    def hexdigest(self): return '0' * 64\nfake.sha256 = H\nsys.modules['hashlib'] = fake\n")  # fmt: skip
+    task = Task(
+        "Mbpp/9002",
+        "def many(n, s):\n",
+        "assert many(2, 'a') == [('a', 0), ('a', 1)]",
+        "many",
+        "    return [(s, i) for i in range(n)]\n",
+        plus_inputs=json.dumps([[200_000, "ab"], [3, "c"]]),
+    )
+    plant = (
+        "import sys, types\nfake = types.ModuleType('hashlib')\nclass H:\n    def __init__(self, d=b''): pass\n"
+        "    def hexdigest(self): return '0' * 64\nfake.sha256 = H\nsys.modules['hashlib'] = fake\n"
+    )
     wrong = "    return [(s, i) for i in range(n - (n > 1000))]\n"
     raising = wrong + "import sys\nsys.modules['hashlib'] = None\n"
     with Sandbox(workers=2) as b:
@@ -662,10 +708,17 @@ def test_a_program_that_plants_its_own_hashlib_forges_no_digest():
 
 
 def test_large_plus_outputs_travel_as_digests_and_still_judge():
-    """Outputs over DIGEST_OVER_BYTES are compared by sha256 (MBPP+/255 makes 2M tuples): right and wrong told apart."""
+    """Outputs over DIGEST_OVER_BYTES are compared by sha256 (MBPP+/255 makes 2M tuples): right and wrong told
+    apart."""
     prompt = "def many(n, s):\n"
-    task = Task("Mbpp/9001", prompt, "assert many(2, 'a') == [('a', 0), ('a', 1)]", "many",
-                "    return [(s, i) for i in range(n)]\n", plus_inputs=json.dumps([[200_000, "ab"], [3, "c"]]))  # fmt: skip
+    task = Task(
+        "Mbpp/9001",
+        prompt,
+        "assert many(2, 'a') == [('a', 0), ('a', 1)]",
+        "many",
+        "    return [(s, i) for i in range(n)]\n",
+        plus_inputs=json.dumps([[200_000, "ab"], [3, "c"]]),
+    )
     off_by_one = "    return [(s, i) for i in range(n - (n > 1000))]\n"
     floats = "    return [(s, float(i)) for i in range(n)]\n"  # == says equal to the ints: so must the digest
     with Sandbox(workers=2) as b:
@@ -727,8 +780,19 @@ def test_stdout_comparison():
 def test_values_cross_the_process_boundary_as_data():
     from codelib.sandbox import wire
 
-    values = [(1, [2, (3,)]), {1, 2}, frozenset({3}), {(1, 2): "a"}, 1 + 2j, 10**40, float("inf"), b"ab", None, True,
-              [1.5, "s"]]  # fmt: skip
+    values = [
+        (1, [2, (3,)]),
+        {1, 2},
+        frozenset({3}),
+        {(1, 2): "a"},
+        1 + 2j,
+        10**40,
+        float("inf"),
+        b"ab",
+        None,
+        True,
+        [1.5, "s"],
+    ]
     for value in values:
         back = wire.decode(wire.loads(json.dumps(wire.encode(value))))
         assert back == value and type(back) is type(value)
@@ -798,10 +862,17 @@ def test_cgroup_v2_on_a_delegated_tree(tmp_path):
         {"status": "passed", "tests_total": 2, "tests_passed": 2, "duration_s": 0.1, "stdout": {"a": 1}},
         {"status": "won", "tests_total": 2, "tests_passed": 2, "duration_s": 0.1, "stdout": ""},
         {"status": "passed", "tests_total": -3, "tests_passed": 2, "duration_s": 0.1, "stdout": ""},
-        {"status": "passed", "tests_total": 1, "tests_passed": 1, "duration_s": 0.1, "stdout": "", "done": True,
-         "outputs": "abc"},
+        {
+            "status": "passed",
+            "tests_total": 1,
+            "tests_passed": 1,
+            "duration_s": 0.1,
+            "stdout": "",
+            "done": True,
+            "outputs": "abc",
+        },
     ],
-)  # fmt: skip
+)
 def test_malformed_replies_are_error_verdicts(box, reply):
     from codelib.sandbox.jobs import Run
 

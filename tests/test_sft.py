@@ -34,8 +34,18 @@ def test_qlora_without_cuda_is_a_clear_error(ckpt_root, tiny_base):
 def test_two_steps_change_lora_and_resume(ckpt_root, tiny_base):
     from safetensors.torch import load_file
 
-    kw = dict(profile="test", stage="sft_resume", init=str(tiny_base), batch_size=8, learning_rate=2e-3,
-              logging_steps=1, save_every=1, report_to="none", limit=64, modules_to_save=["norm"])  # fmt: skip
+    kw = dict(
+        profile="test",
+        stage="sft_resume",
+        init=str(tiny_base),
+        batch_size=8,
+        learning_rate=2e-3,
+        logging_steps=1,
+        save_every=1,
+        report_to="none",
+        limit=64,
+        modules_to_save=["norm"],
+    )
     run = sft.train(sft.Config(steps=2, **kw))
     weights = load_file(str(run / "adapter_model.safetensors"))
     assert any("lora_B" in k and float(v.abs().sum()) > 0 for k, v in weights.items())  # B starts at zero

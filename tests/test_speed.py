@@ -28,8 +28,17 @@ class _Tok:
 def model():
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=32, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=4, max_position_embeddings=128, eos_token_id=0, pad_token_id=0)  # fmt: skip
+    cfg = LlamaConfig(
+        vocab_size=32,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=128,
+        eos_token_id=0,
+        pad_token_id=0,
+    )
     return LlamaForCausalLM(cfg).eval()
 
 
@@ -116,8 +125,14 @@ def test_our_decode_loop_is_greedy_generate_and_prefills_in_chunks(model):
     theirs = []
     with torch.inference_mode():
         for ids in generation.encode_prompts(tok, prompts):
-            out = model.generate(input_ids=torch.tensor([ids]), max_new_tokens=10, do_sample=False, pad_token_id=0,
-                                 eos_token_id=0, top_k=None)  # fmt: skip
+            out = model.generate(
+                input_ids=torch.tensor([ids]),
+                max_new_tokens=10,
+                do_sample=False,
+                pad_token_id=0,
+                eos_token_id=0,
+                top_k=None,
+            )
             theirs.append(generation.trim(tok, out[0, len(ids) :].tolist(), stop, [0]).ids)
     assert [[c.ids for c in row] for row in ours] == [[ids, ids] for ids in theirs]
     assert any(c.finished for row in ours for c in row) and any(not c.finished for row in ours for c in row)
@@ -130,8 +145,18 @@ def test_our_sampler_draws_from_the_softmax(model):
     with torch.no_grad():
         logits = model(torch.tensor(tok([prompt])["input_ids"])).logits[0, -1]
     probs = torch.softmax(logits / 0.7, -1)
-    out = generation.generate(model, tok, [prompt], n=2000, temperature=0.7, max_new_tokens=1, batch_size=2000,
-                              seed=3, stop=(), progress=False)  # fmt: skip
+    out = generation.generate(
+        model,
+        tok,
+        [prompt],
+        n=2000,
+        temperature=0.7,
+        max_new_tokens=1,
+        batch_size=2000,
+        seed=3,
+        stop=(),
+        progress=False,
+    )
     counts = torch.bincount(torch.tensor([c.ids[0] for c in out[0]]), minlength=32).float() / 2000
     assert (counts - probs).abs().max() < 0.03  # 3 standard errors at p = 0.5 is 0.034
 
@@ -140,8 +165,10 @@ def test_sampling_from_a_lora_policy_folds_the_adapter_in_and_puts_the_weights_b
     from peft import LoraConfig, get_peft_model
 
     torch.manual_seed(5)
-    policy = get_peft_model(LlamaForCausalLM(model.config).eval(), LoraConfig(
-        r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "up_proj"], modules_to_save=["norm"]))  # fmt: skip
+    policy = get_peft_model(
+        LlamaForCausalLM(model.config).eval(),
+        LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "up_proj"], modules_to_save=["norm"]),
+    )
     with torch.no_grad():
         for name, p in policy.named_parameters():
             if "lora_B" in name or "modules_to_save" in name:
@@ -172,9 +199,16 @@ def test_folded_lora_gives_peft_log_probs_and_gradients_and_puts_the_layers_back
     from peft.tuners.lora import LoraLayer
 
     torch.manual_seed(6)
-    policy = get_peft_model(LlamaForCausalLM(model.config), LoraConfig(
-        r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "up_proj", "down_proj"], lora_dropout=0.0,
-        modules_to_save=["norm"]))  # fmt: skip
+    policy = get_peft_model(
+        LlamaForCausalLM(model.config),
+        LoraConfig(
+            r=4,
+            lora_alpha=8,
+            target_modules=["q_proj", "v_proj", "up_proj", "down_proj"],
+            lora_dropout=0.0,
+            modules_to_save=["norm"],
+        ),
+    )
     with torch.no_grad():
         for name, p in policy.named_parameters():
             if "lora_B" in name:
@@ -223,7 +257,8 @@ def test_the_stop_checks_batch_decode_gives_transformers_strings():
 
     from codelib.policy.tiny import train_tokenizer
 
-    tok = train_tokenizer(["def f(x):\n    return x + 1  # é ü 日本\n", "print('a', \"b\")\n"] * 20, vocab_size=300)
+    corpus = ["def f(x):\n    return x + 1  # é ü 日本\n", "print('a', \"b\")\n"] * 20
+    tok = train_tokenizer(corpus, vocab_size=300)
     rng = random.Random(0)
     rows = [[rng.randrange(len(tok)) for _ in range(rng.randrange(0, 30))] for _ in range(200)]
     rows.append([tok.eos_token_id, tok.bos_token_id, tok.pad_token_id])

@@ -91,7 +91,10 @@ def test_evaluator_summary_carries_the_curve(monkeypatch):
 
     tasks = load_tasks("synthetic", "test", limit=3)
     passed = iter([True] * 5 + [False] * 3 + [True] * 1 + [False] * 7 + [False] * 8)
-    fake = lambda tasks, codes, **kw: [SimpleNamespace(passed=next(passed), status="x", detail="") for _ in codes]  # noqa: E731
+
+    def fake(tasks, codes, **kw):
+        return [SimpleNamespace(passed=next(passed), status="x", detail="") for _ in codes]
+
     monkeypatch.setattr(sandbox, "check", fake)
     out = score_completions(tasks, [["a"] * 8, ["b"] * 8, ["c"] * 8], ks=[1, 8], bootstrap_iters=50)
     cv = out["pass@k_curve"]
@@ -108,7 +111,7 @@ GOOD = {
     "arms": {
         "rf": {"stage": "02_reinforce", "params": {"steps": 1}, "sweep": {"learning_rate": [0.01, 0.03]}},
         "ppo": {"stage": "03_ppo"},
-    },  # fmt: skip
+    },
     "references": {"sft": "checkpoints/smoke/sft"},
     "baseline": "sft",
     "eval": {"limit": 4, "n_samples": 2, "ks": [1, 2]},
@@ -125,8 +128,14 @@ def test_study_file_expands_arms_and_seeds(tmp_path):
     s = study.load_study(write_study(tmp_path, GOOD))
     assert list(s.arms) == ["rf-learning_rate=0.01", "rf-learning_rate=0.03", "ppo"]
     # seed-major: a killed study already has every arm at the first seed
-    assert [r.name for r in s.runs] == ["rf-learning_rate=0.01-seed0", "rf-learning_rate=0.03-seed0", "ppo-seed0",
-                                        "rf-learning_rate=0.01-seed1", "rf-learning_rate=0.03-seed1", "ppo-seed1"]  # fmt: skip
+    assert [r.name for r in s.runs] == [
+        "rf-learning_rate=0.01-seed0",
+        "rf-learning_rate=0.03-seed0",
+        "ppo-seed0",
+        "rf-learning_rate=0.01-seed1",
+        "rf-learning_rate=0.03-seed1",
+        "ppo-seed1",
+    ]
     run = s.runs[1]
     assert run.params["learning_rate"] == 0.03 and run.params["steps"] == 1 and run.params["seed"] == 0
     assert run.params["stage"] == "studies/s/rf-learning_rate=0.03-seed0" and run.params["profile"] == "smoke"
@@ -141,11 +150,17 @@ def test_study_file_expands_arms_and_seeds(tmp_path):
         ({"seeds": []}, r"seeds must be a non-empty list of integers"),
         ({"profile": "nope"}, r"profile 'nope' has no params/ directory; known profiles"),
         ({"arms": {"x": {"stage": "06_eval"}}}, r"arm 'x': unknown stage '06_eval'; an arm trains one of: 01_sft"),
-        ({"arms": {"x": {"stage": "02_reinforce", "params": {"learnig_rate": 0.1}}}},
-         r"02_reinforce's codelib.trainers.reinforce.Config has no parameter 'learnig_rate' \(did you mean learning_rate\?\)"),
+        (
+            {"arms": {"x": {"stage": "02_reinforce", "params": {"learnig_rate": 0.1}}}},
+            r"02_reinforce's codelib.trainers.reinforce.Config has no parameter 'learnig_rate' "
+            r"\(did you mean learning_rate\?\)",
+        ),
         ({"arms": {"x": {"stage": "02_reinforce", "params": {"seed": 3}}}}, r"'seed' comes from the study's `seeds`"),
         ({"arms": {"x": {"stage": "02_reinforce", "params": {"steps": "many"}}}}, r"parameter 'steps' should be int"),
-        ({"arms": {"x": {"stage": "02_reinforce", "sweep": {"learning_rate": 0.1}}}}, r"'learning_rate' needs a non-empty list"),
+        (
+            {"arms": {"x": {"stage": "02_reinforce", "sweep": {"learning_rate": 0.1}}}},
+            r"'learning_rate' needs a non-empty list",
+        ),
         ({"arms": {"x": {"stage": "02_reinforce", "stages": 1}}}, r"arm 'x': unknown key 'stages'"),
         ({"eval": {"checkpoints": {}}}, r"eval sets 'checkpoints', which the study sets itself"),
         ({"eval": {"n_sample": 3}}, r"EvalConfig has no parameter 'n_sample'"),
@@ -154,7 +169,7 @@ def test_study_file_expands_arms_and_seeds(tmp_path):
         ({"pairs": [["rf", "sft", "x"]]}, r"pairs is a list of two-name lists, e.g. pairs: \[\[grpo, grpo_trl\]\]"),
         ({"pairs": [["rf", "grpo"]]}, r"pairs: \[rf, grpo\] must name two different arms or references"),
     ],
-)  # fmt: skip
+)
 def test_bad_study_files_fail_naming_the_fix(tmp_path, edit, message):
     with pytest.raises(study.StudyError, match=message):
         study.load_study(write_study(tmp_path, {**GOOD, **edit}))
@@ -163,8 +178,16 @@ def test_bad_study_files_fail_naming_the_fix(tmp_path, edit, message):
 def test_shipped_study_files_are_valid():
     s = study.load_study("params/tiny/studies/algorithms.yaml")
     stages = {name: a["stage"] for name, a in s.arms.items()}
-    assert stages == {"reinforce": "02_reinforce", "rloo": "02_reinforce", "ppo": "03_ppo", "grpo": "04_grpo",
-                      "grpo_trl": "04_grpo", "dapo": "04_grpo", "dpo": "05_dpo", "rpo": "05_dpo"}  # fmt: skip
+    assert stages == {
+        "reinforce": "02_reinforce",
+        "rloo": "02_reinforce",
+        "ppo": "03_ppo",
+        "grpo": "04_grpo",
+        "grpo_trl": "04_grpo",
+        "dapo": "04_grpo",
+        "dpo": "05_dpo",
+        "rpo": "05_dpo",
+    }
     assert s.seeds == [0, 1, 2] and len(s.runs) == 24
     dpo = [r for r in s.runs if r.arm == "dpo"]
     assert [(r.params["seed"], r.params["gen_seed"]) for r in dpo] == [(0, 0), (1, 1), (2, 2)]
@@ -183,8 +206,16 @@ def test_shipped_study_files_are_valid():
 
 def test_a_run_depends_on_the_source_its_trainer_imports():
     mods = study.stage_sources("02_reinforce")
-    for m in ("codelib.runner.launch", "codelib.trainers.reinforce", "codelib.trainers.common", "codelib.engine.rewards",
-              "codelib.plumbing.params", "codelib.sandbox.pool", "codelib.sandbox.judge", "codelib.sandbox.worker"):  # fmt: skip
+    for m in (
+        "codelib.runner.launch",
+        "codelib.trainers.reinforce",
+        "codelib.trainers.common",
+        "codelib.engine.rewards",
+        "codelib.plumbing.params",
+        "codelib.sandbox.pool",
+        "codelib.sandbox.judge",
+        "codelib.sandbox.worker",
+    ):
         assert m in mods, m
     # the evaluator's scoring is part of a run (eval during training, `keep: best`); other trainers and the study's
     # own code do not retrain a study when they change
@@ -223,8 +254,15 @@ def recorder(calls: list, kill_at: int | None = None):
 def test_a_killed_study_resumes_and_reruns_only_what_changed(tmp_path, monkeypatch):
     monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "checkpoints"))
     monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "reports"))
-    data = {**GOOD, "references": {}, "baseline": "", "arms": {"a": {"stage": "02_reinforce", "params": {"init": "tiny"}},
-                             "b": {"stage": "03_ppo", "params": {"init": "tiny"}}}}  # fmt: skip
+    data = {
+        **GOOD,
+        "references": {},
+        "baseline": "",
+        "arms": {
+            "a": {"stage": "02_reinforce", "params": {"init": "tiny"}},
+            "b": {"stage": "03_ppo", "params": {"init": "tiny"}},
+        },
+    }
     path = write_study(tmp_path, data)
     go = dict(evaluate=False, summarise=False, log=lambda *_: None)
 
@@ -281,9 +319,16 @@ def test_jobs_train_runs_at_once_and_a_failed_run_stops_no_other(tmp_path, monke
 
     monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "checkpoints"))
     monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "reports"))
-    data = {**GOOD, "references": {}, "baseline": "", "jobs": 2,
-            "arms": {"a": {"stage": "02_reinforce", "params": {"init": "tiny"}},
-                     "b": {"stage": "03_ppo", "params": {"init": "tiny"}}}}  # fmt: skip
+    data = {
+        **GOOD,
+        "references": {},
+        "baseline": "",
+        "jobs": 2,
+        "arms": {
+            "a": {"stage": "02_reinforce", "params": {"init": "tiny"}},
+            "b": {"stage": "03_ppo", "params": {"init": "tiny"}},
+        },
+    }
     path = write_study(tmp_path, data)
     assert study.load_study(path).jobs == 2
     together = threading.Barrier(2, timeout=20)  # broken (an error) unless two runs are inside execute at once
@@ -312,8 +357,15 @@ def test_jobs_train_runs_at_once_and_a_failed_run_stops_no_other(tmp_path, monke
 def test_only_trains_the_named_arms_and_the_evaluation_leaves_out_unfinished_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "checkpoints"))
     monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "reports"))
-    data = {**GOOD, "references": {}, "baseline": "", "arms": {"a": {"stage": "02_reinforce", "params": {"init": "tiny"}},
-                             "b": {"stage": "03_ppo", "params": {"init": "tiny"}}}}  # fmt: skip
+    data = {
+        **GOOD,
+        "references": {},
+        "baseline": "",
+        "arms": {
+            "a": {"stage": "02_reinforce", "params": {"init": "tiny"}},
+            "b": {"stage": "03_ppo", "params": {"init": "tiny"}},
+        },
+    }
     path = write_study(tmp_path, data)
     calls: list[str] = []
     evaluated: list[list[str]] = []
@@ -343,7 +395,8 @@ def test_missing_start_checkpoint_is_named_before_anything_runs(tmp_path, monkey
 
 @pytest.mark.slow
 def test_smoke_study_end_to_end(tmp_path, monkeypatch, tiny_sft):
-    """2 arms (a sweep of learning_rate) x 2 seeds of REINFORCE through papermill, evaluated, summarised by 08_study."""
+    """2 arms (a sweep of learning_rate) x 2 seeds of REINFORCE through papermill, evaluated, summarised by
+    08_study."""
     monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "checkpoints"))
     monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "reports"))
     data = yaml.safe_load((REPO_ROOT / "params/smoke/studies/smoke.yaml").read_text())
@@ -369,7 +422,10 @@ def test_smoke_study_end_to_end(tmp_path, monkeypatch, tiny_sft):
     assert len(pd.read_csv(out / "per_seed.csv")) == 4
     comps = pd.read_csv(out / "comparisons.csv")
     assert [(a, b) for a, b in zip(comps["a"], comps["b"], strict=True)] == [
-        ("reinforce-learning_rate=0.0001", "sft"), ("reinforce-learning_rate=0.0005", "sft"), ("reinforce-learning_rate=0.0001", "reinforce-learning_rate=0.0005")]  # fmt: skip
+        ("reinforce-learning_rate=0.0001", "sft"),
+        ("reinforce-learning_rate=0.0005", "sft"),
+        ("reinforce-learning_rate=0.0001", "reinforce-learning_rate=0.0005"),
+    ]
     curves = pd.read_csv(out / "pass_at_k.csv")
     assert sorted(set(curves["k"])) == [1, 2, 3, 4]
     for fig in ("pass_at_1_seeds", "pass_at_k", "comparisons"):
@@ -401,9 +457,18 @@ def fake_summaries(s, tasks: int = 60, n: int = 8, seed: int = 0) -> None:
         d = s.eval_dir / name
         d.mkdir(parents=True, exist_ok=True)
         mean = float(np.mean(c / n))
-        (d / "summary.json").write_text(json.dumps({"checkpoint": name, "per_task": per_task, "pass@1": mean,
-                                                    "ci_low": mean - 0.05, "ci_high": mean + 0.05,
-                                                    "avg_tokens": 12.0}))  # fmt: skip
+        (d / "summary.json").write_text(
+            json.dumps(
+                {
+                    "checkpoint": name,
+                    "per_task": per_task,
+                    "pass@1": mean,
+                    "ci_low": mean - 0.05,
+                    "ci_high": mean + 0.05,
+                    "avg_tokens": 12.0,
+                }
+            )
+        )
 
 
 def test_summary_tables_and_figures_from_evaluations(tmp_path, monkeypatch):
@@ -427,8 +492,14 @@ def test_summary_tables_and_figures_from_evaluations(tmp_path, monkeypatch):
     paths = study.make_figures(out, show=False)
     for p in paths.values():
         assert p.stat().st_size > 5000
-    named = [("grpo", "grpo_trl"), ("dapo", "grpo"), ("grpo", "reinforce"), ("rloo", "reinforce"),
-             ("ppo", "reinforce"), ("rpo", "dpo")]  # fmt: skip
+    named = [
+        ("grpo", "grpo_trl"),
+        ("dapo", "grpo"),
+        ("grpo", "reinforce"),
+        ("rloo", "reinforce"),
+        ("ppo", "reinforce"),
+        ("rpo", "dpo"),
+    ]
     assert s.pairs == named and pairs[8:14] == named  # the study's pairs come next, in its order
     assert list(out.comparisons["shown"]) == [True] * 14 + [False] * (len(pairs) - 14)
     md = (s.reports / "summary.md").read_text()
@@ -466,8 +537,9 @@ def test_another_split_has_its_own_evaluations_and_summary(tmp_path, monkeypatch
     assert fresh.summary_dir == own.reports / "fresh" and own.summary_dir == own.reports
     assert [fresh.run_dir(r) for r in fresh.runs] == [own.run_dir(r) for r in own.runs]  # the same trained runs
     fake_summaries(own)
-    cfg = study.StudyReportConfig(study="params/tiny/studies/algorithms.yaml", split="fresh", bootstrap_iters=50,
-                                  curve_iters=20)  # fmt: skip
+    cfg = study.StudyReportConfig(
+        study="params/tiny/studies/algorithms.yaml", split="fresh", bootstrap_iters=50, curve_iters=20
+    )
     with pytest.raises(FileNotFoundError, match="have no evaluation yet"):
         study.summarise(cfg)  # the test split's evaluations do not stand in for the fresh ones
     fake_summaries(fresh, seed=1)

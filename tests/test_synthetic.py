@@ -29,8 +29,14 @@ print(json.dumps(failed))
 
 def failing(programs: list[str]) -> list[int]:
     """Indices of the programs that raise (run in one fresh interpreter)."""
-    out = subprocess.run([sys.executable, "-c", _BATCH], input=json.dumps(programs), capture_output=True, text=True,
-                         timeout=120, check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", _BATCH],
+        input=json.dumps(programs),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return json.loads(out.stdout)
 
 
@@ -64,10 +70,15 @@ def test_deterministic_for_a_seed_even_across_hash_seeds():
         "print(hashlib.sha1(str(synthetic.generate(seed=3, n_train=300, n_test=72)).encode()).hexdigest())"
     )
     digests = {
-        subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONHASHSEED=h), capture_output=True,
-                       text=True, check=True).stdout.strip()
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env=dict(os.environ, PYTHONHASHSEED=h),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         for h in ("1", "2")
-    }  # fmt: skip
+    }
     assert digests == {hashlib.sha1(str(a).encode()).hexdigest()}
 
 
@@ -136,8 +147,11 @@ def test_wrong_solutions_fail(suite):
     tasks = [s.task for s in test]
     assert sorted(failing([program_for(t, "    return None\n") for t in tasks])) == list(range(len(tasks)))
     # The classic slip the boundary asserts exist for: the right operation with a constant off by one.
-    off_by_one = [(s.task, s.task.canonical_solution.replace(str(s.constant), str(s.constant + 1)))
-                  for s in test if isinstance(s.constant, int)]  # fmt: skip
+    off_by_one = [
+        (s.task, s.task.canonical_solution.replace(str(s.constant), str(s.constant + 1)))
+        for s in test
+        if isinstance(s.constant, int)
+    ]
     assert len(off_by_one) > 100
     assert sorted(failing([program_for(t, c) for t, c in off_by_one])) == list(range(len(off_by_one)))
     # Swapping the arguments of an asymmetric two-argument op is caught too (both orders are tested).
@@ -212,6 +226,8 @@ def test_probe_tasks_hold_their_answer_only_in_the_tests():
     assert [t.task_id for t in load_tasks("synthetic", "probe")[:2]] == ["synthetic/probe/0", "synthetic/probe/1"]
     tasks = [s.task for s in held[:40]]
     assert failing([program_for(t, t.canonical_solution) for t in tasks]) == []
-    guess = [program_for(s.task, f"    return {s.constant + 1 if isinstance(s.constant, int) else 'zz'!r}\n")
-             for s in held[:40]]  # fmt: skip
+    guess = [
+        program_for(s.task, f"    return {s.constant + 1 if isinstance(s.constant, int) else 'zz'!r}\n")
+        for s in held[:40]
+    ]
     assert sorted(failing(guess)) == list(range(40))

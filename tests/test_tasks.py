@@ -100,8 +100,16 @@ def test_task_is_frozen():
 
 def test_calls_tasks_keep_their_tests_as_data_and_name_their_comparator():
     tests = json.dumps([{"input": "[1, 2]\n3", "output": "[4, 5]"}])
-    task = make_task("lcb", task_id="x/1", prompt="p\n", tests=tests, entry_point="Solution.f",
-                     canonical_solution="", kind="calls", compare="lcb")  # fmt: skip
+    task = make_task(
+        "lcb",
+        task_id="x/1",
+        prompt="p\n",
+        tests=tests,
+        entry_point="Solution.f",
+        canonical_solution="",
+        kind="calls",
+        compare="lcb",
+    )
     assert program_for(task, "class Solution:\n    pass\n") == "p\nclass Solution:\n    pass\n"  # tests not inlined
     assert task.to_dict()["compare"] == "lcb" and task.to_dict()["kind"] == "calls"
     with pytest.raises(TaskError, match="x/2: it has no entry_point"):

@@ -37,10 +37,36 @@ class CharTokenizer:
 # The keywords vLLM 0.30.0 takes (read from its wheel: vllm/entrypoints/llm.py LLM.__init__'s named parameters, the
 # EngineArgs fields (vllm/engine/arg_utils.py) codelib passes through **kwargs, and SamplingParams' fields): the
 # stand-ins below refuse any other, so a misspelt or renamed keyword fails here rather than on a GPU.
-VLLM_LLM_KWARGS = {"dtype", "seed", "gpu_memory_utilization", "enforce_eager", "tensor_parallel_size", "quantization",
-                   "max_model_len", "enable_lora", "max_lora_rank", "max_loras", "tokenizer", "trust_remote_code"}  # fmt: skip
-VLLM_SAMPLING_FIELDS = {"n", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "stop_token_ids", "max_tokens",
-                        "min_tokens", "logprobs", "include_stop_str_in_output", "skip_special_tokens", "ignore_eos"}  # fmt: skip
+VLLM_LLM_KWARGS = {
+    "dtype",
+    "seed",
+    "gpu_memory_utilization",
+    "enforce_eager",
+    "tensor_parallel_size",
+    "quantization",
+    "max_model_len",
+    "enable_lora",
+    "max_lora_rank",
+    "max_loras",
+    "tokenizer",
+    "trust_remote_code",
+}
+VLLM_SAMPLING_FIELDS = {
+    "n",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "seed",
+    "stop",
+    "stop_token_ids",
+    "max_tokens",
+    "min_tokens",
+    "logprobs",
+    "include_stop_str_in_output",
+    "skip_special_tokens",
+    "ignore_eos",
+}
 
 
 class FakeLLM:
@@ -93,8 +119,17 @@ def fake_vllm(monkeypatch):
 
 
 def test_model_dir_is_served_as_is_and_outputs_are_trimmed_like_hf(fake_vllm, tiny_base):
-    out = generation.generate(str(tiny_base), None, ["def f(x):\n", "def g(y):\n"], n=3, temperature=0.7,
-                              top_p=0.9, max_new_tokens=40, seed=5, backend="vllm")  # fmt: skip
+    out = generation.generate(
+        str(tiny_base),
+        None,
+        ["def f(x):\n", "def g(y):\n"],
+        n=3,
+        temperature=0.7,
+        top_p=0.9,
+        max_new_tokens=40,
+        seed=5,
+        backend="vllm",
+    )
     (llm,) = FakeLLM.made
     assert llm.model == str(tiny_base) and "enable_lora" not in llm.kwargs
     prompts, params, lora = llm.calls[0]
@@ -138,8 +173,16 @@ def test_plain_lora_adapter_is_served_without_merging(fake_vllm, tiny_sft, tmp_p
 def test_adapter_with_fully_trained_modules_is_merged_first(fake_vllm, ckpt_root, tiny_base):
     from codelib.trainers import sft
 
-    cfg = sft.Config(profile="test", stage="sft_norms", init=str(tiny_base), steps=1, batch_size=4,
-                     report_to="none", limit=8, modules_to_save=["norm"])  # fmt: skip
+    cfg = sft.Config(
+        profile="test",
+        stage="sft_norms",
+        init=str(tiny_base),
+        steps=1,
+        batch_size=4,
+        report_to="none",
+        limit=8,
+        modules_to_save=["norm"],
+    )
     run = sft.train(cfg)
     plan = generation.vllm_plan(str(run))
     assert plan["lora"] is None and "modules_to_save" in plan["merged"]
@@ -158,9 +201,18 @@ def test_lora_rank_slots():
 def test_evaluator_backend_vllm_scores_what_vllm_returned(fake_vllm, tmp_path):
     tasks = load_tasks("humaneval", "test", limit=3)
     FakeLLM.answers = {t.prompt: t.canonical_solution for t in tasks}
-    cfg = EvalConfig(profile="test", dataset="humaneval", split="test", limit=3, backend="vllm", n_samples=2,
-                     checkpoints={"hub": "someone/not-downloadable"}, baseline="", max_new_tokens=2000,
-                     bootstrap_iters=50)  # fmt: skip
+    cfg = EvalConfig(
+        profile="test",
+        dataset="humaneval",
+        split="test",
+        limit=3,
+        backend="vllm",
+        n_samples=2,
+        checkpoints={"hub": "someone/not-downloadable"},
+        baseline="",
+        max_new_tokens=2000,
+        bootstrap_iters=50,
+    )
     summary = evaluator.evaluate_checkpoint(cfg, "hub", tasks, tmp_path / "hub")
     (llm,) = FakeLLM.made
     assert llm.model == "someone/not-downloadable"  # handed to vLLM, never to HF from_pretrained
@@ -173,8 +225,13 @@ def test_evaluator_backend_vllm_scores_what_vllm_returned(fake_vllm, tmp_path):
 def test_grpo_passes_vllm_settings_to_trl():
     from codelib.trainers import grpo, grpo_trl
 
-    cfg = grpo.Config(backend="trl", use_vllm=True, vllm_mode="server", vllm_server_url="http://10.0.0.2:8001",
-                      vllm_gpu_memory_utilization=0.5)  # fmt: skip
+    cfg = grpo.Config(
+        backend="trl",
+        use_vllm=True,
+        vllm_mode="server",
+        vllm_server_url="http://10.0.0.2:8001",
+        vllm_gpu_memory_utilization=0.5,
+    )
     args = grpo_trl.grpo_args(cfg, "/tmp/unused")
     assert args.use_vllm and args.vllm_mode == "server" and args.vllm_server_base_url == "http://10.0.0.2:8001"
     assert args.vllm_gpu_memory_utilization == 0.5
@@ -192,8 +249,9 @@ def test_trl_grpo_step_is_fixed_over_processes_and_split_to_fit():
     many processes share it, in micro-batches whose logits fit (mbpp-taco: 64 x 2048 tokens x 151,936 vocab)."""
     from codelib.trainers import grpo, grpo_trl
 
-    cfg = grpo.Config(backend="trl", prompts_per_step=8, num_generations=8, max_prompt_tokens=1024,
-                      max_new_tokens=1024)  # fmt: skip
+    cfg = grpo.Config(
+        backend="trl", prompts_per_step=8, num_generations=8, max_prompt_tokens=1024, max_new_tokens=1024
+    )
     whole = grpo_trl.grpo_args(cfg, "/tmp/unused")
     assert (whole.per_device_train_batch_size, whole.gradient_accumulation_steps) == (64, 1)
     assert whole.generation_batch_size == 64
@@ -212,8 +270,17 @@ def test_dpo_candidates_sampled_on_vllm_never_load_the_policy_here(fake_vllm, ck
     monkeypatch.setattr(models, "load_policy", boom)
     tasks = load_tasks("synthetic", "train")[:6]
     FakeLLM.answers = {t.prompt: t.canonical_solution for t in tasks[:3]}  # three tasks solved, three not
-    cfg = dpo.Config(profile="test", stage="dpo_vllm", init=str(tiny_sft), limit=6, n_candidates=2,
-                     gen_backend="vllm", max_new_tokens=400, min_chosen=0.8, min_gap=0.4)  # fmt: skip
+    cfg = dpo.Config(
+        profile="test",
+        stage="dpo_vllm",
+        init=str(tiny_sft),
+        limit=6,
+        n_candidates=2,
+        gen_backend="vllm",
+        max_new_tokens=400,
+        min_chosen=0.8,
+        min_gap=0.4,
+    )
     manifest = dpo.prepare(cfg)
     (llm,) = FakeLLM.made
     assert llm.calls[0][2] is not None  # the SFT adapter, as a LoRA request

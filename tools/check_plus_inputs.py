@@ -27,9 +27,13 @@ def positive(text: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python tools/check_plus_inputs.py", description=__doc__.split("\n\n")[0])
     ap.add_argument(
-        "--datasets", nargs="+", choices=DATASETS, default=list(DATASETS), metavar="NAME",
+        "--datasets",
+        nargs="+",
+        choices=DATASETS,
+        default=list(DATASETS),
+        metavar="NAME",
         help=f"which to check (default: both of {', '.join(DATASETS)})",
-    )  # fmt: skip
+    )
     ap.add_argument("--workers", type=positive, default=2, help="sandbox workers (default: 2)")
     args = ap.parse_args(argv)
     from codelib import sandbox
@@ -42,8 +46,10 @@ def main(argv: list[str] | None = None) -> int:
             verdicts = box.map([sandbox.task_job(t, t.canonical_solution, plus=True, timeout_s=120) for t in tasks])
             bad = [(t.task_id, v.status, v.detail[:300]) for t, v in zip(tasks, verdicts, strict=True) if not v.passed]
             inputs = sum(v.tests_total for v in verdicts)
-            print(f"{name}: {len(tasks) - len(bad)}/{len(tasks)} pass, {inputs} tests and inputs judged, "
-                  f"{time.time() - t0:.0f} s")  # fmt: skip
+            print(
+                f"{name}: {len(tasks) - len(bad)}/{len(tasks)} pass, {inputs} tests and inputs judged, "
+                f"{time.time() - t0:.0f} s"
+            )
             for row in bad:
                 print("   ", *row)
             failing += len(bad)

@@ -45,10 +45,22 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-WHEELS = ["trl==1.16.0", "bitsandbytes==0.50.2", "datasets==5.2.0", "dill==0.4.1", "multiprocess==0.70.19",
-          "peft==0.21.2"]  # fmt: skip
-PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
-             "manylinux2014_x86_64", "manylinux1_x86_64"]  # fmt: skip
+WHEELS = [
+    "trl==1.16.0",
+    "bitsandbytes==0.50.2",
+    "datasets==5.2.0",
+    "dill==0.4.1",
+    "multiprocess==0.70.19",
+    "peft==0.21.2",
+]
+PLATFORMS = [
+    "manylinux_2_28_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_24_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux1_x86_64",
+]
 STEPS = ("tests", "bench-1.3b", "bench-7b", "pipeline")
 PROFILE = "deepseek-1.3b-humaneval"
 
@@ -56,8 +68,22 @@ PROFILE = "deepseek-1.3b-humaneval"
 def download_command(dest: Path) -> list[str]:
     """The `pip download` that builds the wheelhouse (run where there is network)."""
     platforms = [f for p in PLATFORMS for f in ("--platform", p)]
-    return [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", "3.12",
-            "--implementation", "cp", *platforms, "-d", str(dest), *WHEELS]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--python-version",
+        "3.12",
+        "--implementation",
+        "cp",
+        *platforms,
+        "-d",
+        str(dest),
+        *WHEELS,
+    ]
 
 
 def wheels(dest: Path) -> None:
@@ -89,8 +115,10 @@ def needed(wheelhouse: Path) -> tuple[list[Path], dict]:
         status[name] = (installed, version)
         if installed != version:
             if name.lower() not in have:
-                raise SystemExit(f"{name}=={version} is missing here and {wheelhouse} has no wheel for it: "
-                                 f"run `python3 tools/gpu_run.py wheels` on a networked machine")  # fmt: skip
+                raise SystemExit(
+                    f"{name}=={version} is missing here and {wheelhouse} has no wheel for it: "
+                    f"run `python3 tools/gpu_run.py wheels` on a networked machine"
+                )
             todo.append(have[name.lower()])
     return todo, status
 
@@ -132,8 +160,13 @@ class Run:
             self.log.write(out if isinstance(out, str) else out.decode(errors="replace"))
             self.log.flush()
             ok = rc == 0 or bool(expect and expect in out)
-            rec.update(status="ok" if ok else "failed", rc=rc, seconds=round(time.time() - t, 1),
-                       expected=bool(rc and ok), tail=str(out)[-1500:])  # fmt: skip
+            rec.update(
+                status="ok" if ok else "failed",
+                rc=rc,
+                seconds=round(time.time() - t, 1),
+                expected=bool(rc and ok),
+                tail=str(out)[-1500:],
+            )
         print(f"[{rec['started_s']:7.1f} s] {name}: {rec['status']}", flush=True)
         self.summary["steps"].append(rec)
         self.write("summary.json", self.summary)
@@ -141,15 +174,17 @@ class Run:
 
 
 def preflight(run: Run, status: dict) -> None:
-    code = ("import json, torch, transformers, accelerate, peft, trl, bitsandbytes, datasets;"
-            "d = torch.cuda.is_available();"
-            "f, t = torch.cuda.mem_get_info() if d else (0, 0);"
-            "print(json.dumps({'python': __import__('sys').version.split()[0], 'torch': torch.__version__,"
-            "'cuda': torch.version.cuda, 'gpu': torch.cuda.get_device_name() if d else None,"
-            "'free_gib': round(f / 2**30, 1), 'total_gib': round(t / 2**30, 1),"
-            "'bf16': d and torch.cuda.is_bf16_supported(), 'transformers': transformers.__version__,"
-            "'accelerate': accelerate.__version__, 'peft': peft.__version__, 'trl': trl.__version__,"
-            "'bitsandbytes': bitsandbytes.__version__, 'datasets': datasets.__version__}))")  # fmt: skip
+    code = (
+        "import json, torch, transformers, accelerate, peft, trl, bitsandbytes, datasets;"
+        "d = torch.cuda.is_available();"
+        "f, t = torch.cuda.mem_get_info() if d else (0, 0);"
+        "print(json.dumps({'python': __import__('sys').version.split()[0], 'torch': torch.__version__,"
+        "'cuda': torch.version.cuda, 'gpu': torch.cuda.get_device_name() if d else None,"
+        "'free_gib': round(f / 2**30, 1), 'total_gib': round(t / 2**30, 1),"
+        "'bf16': d and torch.cuda.is_bf16_supported(), 'transformers': transformers.__version__,"
+        "'accelerate': accelerate.__version__, 'peft': peft.__version__, 'trl': trl.__version__,"
+        "'bitsandbytes': bitsandbytes.__version__, 'datasets': datasets.__version__}))"
+    )
     rec = run.sh("preflight", [sys.executable, "-c", code], timeout=300)
     info = {"pins": {k: {"before": v[0], "pinned": v[1]} for k, v in status.items()}}
     try:
@@ -164,23 +199,47 @@ def tests(run: Run) -> None:
     import xml.etree.ElementTree as ET
 
     xml = run.out / ".tests.xml"
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}", "tests/test_gpu.py",
-           "tests/test_models.py", "tests/test_rl.py::test_log_probs_match_generation_scores"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--junitxml={xml}",
+        "tests/test_gpu.py",
+        "tests/test_models.py",
+        "tests/test_rl.py::test_log_probs_match_generation_scores",
+    ]
     rec = run.sh("tests", cmd, timeout=900)
     res = {"status": rec["status"], "seconds": rec.get("seconds"), "cases": []}
     if xml.exists():
         for case in ET.parse(xml).getroot().iter("testcase"):
             kind = next((c.tag for c in case if c.tag in ("failure", "error", "skipped")), "passed")
             detail = next((c.get("message", "")[:400] for c in case if c.tag in ("failure", "error", "skipped")), "")
-            res["cases"].append({"test": f"{case.get('classname')}::{case.get('name')}", "result": kind,
-                                 "detail": detail})  # fmt: skip
+            res["cases"].append(
+                {"test": f"{case.get('classname')}::{case.get('name')}", "result": kind, "detail": detail}
+            )
         xml.unlink()
     run.write("tests.json", res)
 
 
 def bench(run: Run, arch: str, trainers: str, quant: str, steps: int, name: str) -> None:
-    cmd = [sys.executable, "-m", "bench.gpu", "--arch", arch, "--trainers", trainers, "--quant", quant,
-           "--steps", str(steps), "--out", str(run.out / name)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench.gpu",
+        "--arch",
+        arch,
+        "--trainers",
+        trainers,
+        "--quant",
+        quant,
+        "--steps",
+        str(steps),
+        "--out",
+        str(run.out / name),
+    ]
     rec = run.sh(name[:-5], cmd, timeout=1800)
     if not (run.out / name).exists():  # bench.gpu writes after every trainer; nothing at all: say why
         run.write(name, {"error": rec.get("tail", rec.get("why"))})
@@ -191,9 +250,16 @@ def pipeline(run: Run, steps: int, arch: str = "deepseek-1.3b") -> None:
     pipeline.json before the next starts. arch "tiny": the same stages on the tiny model, fp32, no QLoRA (a CPU)."""
     root = Path(run.env["CODELIB_CHECKPOINTS"]).parent
     records: list[dict] = []
-    build = run.sh("pipeline/build", [sys.executable, "-c", "from pathlib import Path; from bench.gpu import "
-                                      f"build_arch; print(build_arch({arch!r}, Path({str(root)!r})))"],
-                   timeout=600)  # fmt: skip
+    build = run.sh(
+        "pipeline/build",
+        [
+            sys.executable,
+            "-c",
+            "from pathlib import Path; from bench.gpu import "
+            f"build_arch; print(build_arch({arch!r}, Path({str(root)!r})))",
+        ],
+        timeout=600,
+    )
     records.append(build)
     run.write("pipeline.json", records)
     if build["status"] != "ok":
@@ -211,14 +277,29 @@ def pipeline(run: Run, steps: int, arch: str = "deepseek-1.3b") -> None:
         ("ppo", "codelib.trainers.ppo", "03_ppo", sampled, ""),
         ("grpo", "codelib.trainers.grpo", "04_grpo", sampled, ""),
         ("dpo", "codelib.trainers.dpo", "05_dpo", [*sampled, "n_candidates=4"], "no preference pairs"),
-        ("eval", "codelib.evaluation.evaluator", "06_eval",
-         ["limit=8", "n_samples=2", "ks=[1]", "max_new_tokens=64", "bootstrap_iters=100",
-          f"checkpoints={{base: {base}, sft: {ck}/sft, reinforce: {ck}/reinforce, ppo: {ck}/ppo, grpo: {ck}/grpo}}"],
-         ""),
-    ]  # fmt: skip
+        (
+            "eval",
+            "codelib.evaluation.evaluator",
+            "06_eval",
+            [
+                "limit=8",
+                "n_samples=2",
+                "ks=[1]",
+                "max_new_tokens=64",
+                "bootstrap_iters=100",
+                f"checkpoints={{base: {base}, sft: {ck}/sft, reinforce: {ck}/reinforce, ppo: {ck}/ppo, "
+                f"grpo: {ck}/grpo}}",
+            ],
+            "",
+        ),
+    ]
     for name, module, params, overrides, expect in stages:
-        rec = run.sh(f"pipeline/{name}", [sys.executable, "-m", module, f"{p}/{params}.yaml", *overrides],
-                     timeout=900, expect=expect)  # fmt: skip
+        rec = run.sh(
+            f"pipeline/{name}",
+            [sys.executable, "-m", module, f"{p}/{params}.yaml", *overrides],
+            timeout=900,
+            expect=expect,
+        )
         metrics = Path(run.env["CODELIB_CHECKPOINTS"]) / PROFILE / name / "metrics.jsonl"
         if metrics.exists():
             rows = [json.loads(x) for x in metrics.read_text().splitlines() if x.strip()]
@@ -253,13 +334,36 @@ def main(argv: list[str] | None = None) -> None:
     out, target = Path(a.out).resolve(), Path(a.target)
     todo, status = needed(Path(a.wheelhouse))
     if todo:
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
-                        "--no-cache-dir", "--upgrade", "--target", str(target), *map(str, todo)], check=True)  # fmt: skip
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-index",
+                "--no-deps",
+                "--no-compile",
+                "--no-cache-dir",
+                "--upgrade",
+                "--target",
+                str(target),
+                *map(str, todo),
+            ],
+            check=True,
+        )
     work = Path(a.work)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), str(REPO), os.environ.get("PYTHONPATH", "")]),
-           "CODELIB_CHECKPOINTS": str(work / "checkpoints"), "CODELIB_REPORTS": str(work / "reports"),
-           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-           "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}  # fmt: skip
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(target), str(REPO), os.environ.get("PYTHONPATH", "")]),
+        "CODELIB_CHECKPOINTS": str(work / "checkpoints"),
+        "CODELIB_REPORTS": str(work / "reports"),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "PYTHONUNBUFFERED": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
     run = Run(out, a.budget_s, env)
     run.summary["installed"] = [w.name for w in todo]
     preflight(run, status)

@@ -86,7 +86,8 @@ def notebook(title: str, intro: str, config: str, yaml_name: str, cells: list[st
     nb.cells.append(
         nbformat.v4.new_code_cell(
             IMPORTS
-            + f"from {mod} import {cls_name}\nfrom codelib.params import config_from_namespace\n\ncfg = config_from_namespace({cls_name}, globals())\ncfg"
+            + f"from {mod} import {cls_name}\nfrom codelib.params import config_from_namespace\n\n"
+            + f"cfg = config_from_namespace({cls_name}, globals())\ncfg"
         )
     )
     for c in cells:
@@ -116,7 +117,9 @@ register(
     "00_tasks.yaml",
     [
         "from codelib import explore\n\nexplore.counts_table()",
-        "tasks = explore.load_for_browsing(cfg)\nprint(f'{cfg.dataset}/{cfg.split}: {len(tasks)} tasks')\nexplore.task_browser(tasks, show=cfg.show, interactive=cfg.interactive)",
+        "tasks = explore.load_for_browsing(cfg)\n"
+        "print(f'{cfg.dataset}/{cfg.split}: {len(tasks)} tasks')\n"
+        "explore.task_browser(tasks, show=cfg.show, interactive=cfg.interactive)",
     ],
 )
 
@@ -134,7 +137,10 @@ register(
     "codelib.trainers.sft.Config",
     "01_sft.yaml",
     [
-        'from codelib import launch, reports\n\n# processes > 1 starts `accelerate launch` with a live log instead of training in this kernel\nrun = launch.train("codelib.trainers.sft", cfg, processes=cfg.processes)\nrun',
+        "from codelib import launch, reports\n\n"
+        "# processes > 1 starts `accelerate launch` with a live log instead of training in this kernel\n"
+        'run = launch.train("codelib.trainers.sft", cfg, processes=cfg.processes)\n'
+        "run",
         "fig = reports.plot_run(run, keys=['loss', 'learning_rate', 'grad_norm', 'mean_token_accuracy'])",
     ],
 )
@@ -147,7 +153,10 @@ register(
     "codelib.trainers.reinforce.Config",
     "02_reinforce.yaml",
     [
-        'from codelib import launch, reports\n\n# processes > 1 starts `accelerate launch` with a live log instead of training in this kernel\nrun = launch.train("codelib.trainers.reinforce", cfg, processes=cfg.processes)\nrun',
+        "from codelib import launch, reports\n\n"
+        "# processes > 1 starts `accelerate launch` with a live log instead of training in this kernel\n"
+        'run = launch.train("codelib.trainers.reinforce", cfg, processes=cfg.processes)\n'
+        "run",
         "fig = reports.plot_run(run)",
     ],
 )
@@ -160,7 +169,10 @@ register(
     "codelib.trainers.ppo.Config",
     "03_ppo.yaml",
     [
-        'from codelib import launch, reports\n\n# processes > 1 starts `accelerate launch` with a live log instead of training in this kernel\nrun = launch.train("codelib.trainers.ppo", cfg, processes=cfg.processes)\nrun',
+        "from codelib import launch, reports\n\n"
+        "# processes > 1 starts `accelerate launch` with a live log instead of training in this kernel\n"
+        'run = launch.train("codelib.trainers.ppo", cfg, processes=cfg.processes)\n'
+        "run",
         "fig = reports.plot_run(run)",
     ],
 )
@@ -176,8 +188,12 @@ register(
     "codelib.trainers.grpo.Config",
     "04_grpo.yaml",
     [
-        'from codelib import launch, reports\n\n# processes > 1 starts `accelerate launch` with a live log instead of training in this kernel\nrun = launch.train("codelib.trainers.grpo", cfg, processes=cfg.processes)\nrun',
-        "fig = reports.plot_run(run, keys=['reward_mean', 'pass_rate', 'completion_len', 'kl', 'zero_std_frac', 'loss'])",
+        "from codelib import launch, reports\n\n"
+        "# processes > 1 starts `accelerate launch` with a live log instead of training in this kernel\n"
+        'run = launch.train("codelib.trainers.grpo", cfg, processes=cfg.processes)\n'
+        "run",
+        "fig = reports.plot_run(run, keys=['reward_mean', 'pass_rate', 'completion_len', 'kl', 'zero_std_frac', "
+        "'loss'])",
     ],
 )
 register(
@@ -191,10 +207,19 @@ register(
     "codelib.trainers.dpo.Config",
     "05_dpo.yaml",
     [
-        "import pandas as pd\nfrom codelib import reports\nfrom codelib import models\nfrom codelib.trainers import dpo\n\nmanifest = dpo.prepare(cfg)\npd.DataFrame([manifest['counts']])",
+        "import pandas as pd\n"
+        "from codelib import reports\n"
+        "from codelib import models\n"
+        "from codelib.trainers import dpo\n\n"
+        "manifest = dpo.prepare(cfg)\n"
+        "pd.DataFrame([manifest['counts']])",
         "## Candidate diversity and coverage",
-        "pd.DataFrame([{**manifest['diversity'], 'tasks_with_no_pass': manifest['tasks_with_no_pass'], 'tasks_with_no_fail': manifest['tasks_with_no_fail']}])",
-        "from codelib import launch\n\nrun = launch.train(\"codelib.trainers.dpo\", cfg, processes=cfg.processes)\nfig = reports.plot_run(run, keys=['loss', 'rewards/margins', 'rewards/accuracies', 'rewards/chosen', 'rewards/rejected'])",
+        "pd.DataFrame([{**manifest['diversity'], 'tasks_with_no_pass': manifest['tasks_with_no_pass'], "
+        "'tasks_with_no_fail': manifest['tasks_with_no_fail']}])",
+        "from codelib import launch\n\n"
+        'run = launch.train("codelib.trainers.dpo", cfg, processes=cfg.processes)\n'
+        "fig = reports.plot_run(run, keys=['loss', 'rewards/margins', 'rewards/accuracies', 'rewards/chosen', "
+        "'rewards/rejected'])",
         "## Merge the adapter into a full model (for vLLM or sharing)",
         "merged = models.merge_adapter(run)\nmerged",
     ],
@@ -206,11 +231,14 @@ register(
     "the sandbox judges each sample; pass@k uses the unbiased estimator with a bootstrap 95% interval over tasks, "
     "and every checkpoint is compared with `baseline` on the same tasks (paired). Out: "
     "checkpoints/<profile>/eval/<name>/ (samples.jsonl, summary.json) and results.csv / .md in `out_dir` (empty: "
-    "beside the summaries, so a look with a smaller `limit` never rewrites the pipeline's reports/<profile>/results.md).",
+    "beside the summaries, so a look with a smaller `limit` never rewrites the pipeline's "
+    "reports/<profile>/results.md).",
     "codelib.evaluator.EvalConfig",
     "06_eval.yaml",
     [
-        "from IPython.display import Markdown, display\nfrom codelib import evaluator\n\ndf = evaluator.evaluate(cfg)  # the table in %, below",
+        "from IPython.display import Markdown, display\n"
+        "from codelib import evaluator\n\n"
+        "df = evaluator.evaluate(cfg)  # the table in %, below",
         "display(Markdown(evaluator.results_dir(cfg).joinpath('results.md').read_text()))",
     ],
 )
@@ -219,8 +247,9 @@ register(
     "07 · Plots and tables",
     "Training curves of every stage (with the execution telemetry: verdict classes of the rollouts, zero-variance "
     "groups, the sandbox's share of a step), held-out pass@1 during training beside the training pass rate, pass@1 "
-    "per checkpoint with 95% intervals, the verdict classes of the eval samples, the length–accuracy trade-off, pass@k "
-    "curves, a per-task heat map, the results table and the evaluated stages side by side. In: checkpoints/<profile>/. "
+    "per checkpoint with 95% intervals, the verdict classes of the eval samples, the length–accuracy trade-off, "
+    "pass@k curves, a per-task heat map, the results table and the evaluated stages side by side. "
+    "In: checkpoints/<profile>/. "
     "Out: `out_dir`/figures/*.png, where `out_dir` empty is a scratch folder, checkpoints/<profile>/plots/ (the "
     "pipeline passes reports/<profile>/), so a run to look never overwrites the committed figures; the results table "
     "is the eval stage's (reports/<profile>/results.md) and the full comparison of algorithms `make compare`'s "
@@ -231,7 +260,10 @@ register(
         "from IPython.display import Markdown, display\nfrom codelib import reports\n\npaths = reports.make_all(cfg)",
         "display(Markdown(reports.reports_root().joinpath(cfg.profile, 'results.md').read_text()))",
         "## The stages shown here side by side (the full comparison is `make compare`'s comparison.md)",
-        "from codelib import comparison\n\nsummaries = reports.load_summaries(cfg.profile, cfg.checkpoints or None)\ndisplay(Markdown(comparison.comparison_markdown(cfg.profile, comparison.comparison_frame(cfg.profile, summaries), summaries=summaries)))",
+        "from codelib import comparison\n\n"
+        "summaries = reports.load_summaries(cfg.profile, cfg.checkpoints or None)\n"
+        "display(Markdown(comparison.comparison_markdown(cfg.profile, comparison.comparison_frame(cfg.profile, "
+        "summaries), summaries=summaries)))",
     ],
 )
 register(
@@ -246,7 +278,10 @@ register(
     "codelib.study.StudyReportConfig",
     "08_study.yaml",
     [
-        "from IPython.display import Markdown, display\nfrom codelib.study import make_figures, summarise\n\nsummary = summarise(cfg)\ndisplay(Markdown(summary.study.summary_dir.joinpath('summary.md').read_text()))",
+        "from IPython.display import Markdown, display\n"
+        "from codelib.study import make_figures, summarise\n\n"
+        "summary = summarise(cfg)\n"
+        "display(Markdown(summary.study.summary_dir.joinpath('summary.md').read_text()))",
         "## Every seed, and the paired comparisons",
         "paths = make_figures(summary)",
         "summary.per_seed",
@@ -282,14 +317,25 @@ register(
     "codelib.trainers.repair.Config",
     "09_repair.yaml",
     [
-        'from IPython.display import Image, Markdown, display\nfrom codelib import explore, launch, reports\nfrom codelib.trainers import repair\n\n# SFT with repair examples mixed in (None when sft_stage is "")\nsft_run = repair.train_sft(cfg)\nsft_run',
+        "from IPython.display import Image, Markdown, display\n"
+        "from codelib import explore, launch, reports\n"
+        "from codelib.trainers import repair\n\n"
+        '# SFT with repair examples mixed in (None when sft_stage is "")\n'
+        "sft_run = repair.train_sft(cfg)\n"
+        "sft_run",
         "## Multi-turn RL (RLOO on the last attempt's reward)",
-        '# processes > 1 starts `accelerate launch` with a live log instead of training in this kernel\nrun = launch.train("codelib.trainers.repair", cfg, processes=cfg.processes)\nfig = reports.plot_run(run, keys=["reward_mean", "turn1_pass_rate", "retry_share", "repaired_share", "turns_mean", "kl", "loss"])',
+        "# processes > 1 starts `accelerate launch` with a live log instead of training in this kernel\n"
+        'run = launch.train("codelib.trainers.repair", cfg, processes=cfg.processes)\n'
+        'fig = reports.plot_run(run, keys=["reward_mean", "turn1_pass_rate", "retry_share", "repaired_share", '
+        '"turns_mean", "kl", "loss"])',
         "## Feedback vs empty feedback vs independent samples",
-        'summaries = repair.evaluate(cfg)\nreport = reports.reports_root() / cfg.profile / "repair"\ndisplay(Markdown((report / "summary.md").read_text()))',
+        "summaries = repair.evaluate(cfg)\n"
+        'report = reports.reports_root() / cfg.profile / "repair"\n'
+        'display(Markdown((report / "summary.md").read_text()))',
         'display(Image(report / "figures" / "success_by_turn.png"), Image(report / "figures" / "differences.png"))',
         "## The probe: tasks whose answer only the tests hold (`probe_eval` > 0)",
-        'probe_figures = [report / "figures" / f"{name}_probe.png" for name in ("success_by_turn", "differences")]\ndisplay(*[Image(f) for f in probe_figures if cfg.probe_eval and f.exists()])',
+        'probe_figures = [report / "figures" / f"{name}_probe.png" for name in ("success_by_turn", "differences")]\n'
+        "display(*[Image(f) for f in probe_figures if cfg.probe_eval and f.exists()])",
         "## Every turn of an episode",
         'explore.episode_explorer(repair.eval_dir(cfg, list(cfg.eval_checkpoints)[-1]) / "episodes.jsonl")',
     ],
@@ -303,8 +349,11 @@ def trainer_notebook(stage: str, config: str) -> tuple:
     doc = (module.__doc__ or stage).strip().split("\n\n")
     title = f"{stage.split('_')[0]} · {doc[0].splitlines()[0].rstrip('.')}"
     intro = " ".join(" ".join(doc[1:2]).split()) + " " + TRAIN_INTRO.format(stage=stage.split("_", 1)[-1])
-    cells = [f"from codelib import launch, reports\n\nrun = launch.train({module.__name__!r}, cfg, "
-             "processes=cfg.processes)\nrun", "fig = reports.plot_run(run)"]  # fmt: skip
+    cells = [
+        f"from codelib import launch, reports\n\nrun = launch.train({module.__name__!r}, cfg, "
+        "processes=cfg.processes)\nrun",
+        "fig = reports.plot_run(run)",
+    ]
     return (title, intro, config, f"{stage}.yaml", cells)
 
 

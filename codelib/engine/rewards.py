@@ -66,7 +66,9 @@ class _TestFractionReward:
 def pass_reward(completions, **columns) -> list[float | None]:
     """1.0 when the completion passes all the task's tests in the sandbox, else 0.0.
 
-    >>> pass_reward(["    return a + b\\n"], prompt=["def add(a, b):\\n"], tests=["assert add(1, 2) == 3"], entry_point=["add"])
+    >>> pass_reward(
+    ...     ["    return a + b\\n"], prompt=["def add(a, b):\\n"], tests=["assert add(1, 2) == 3"], entry_point=["add"]
+    ... )
     [1.0]
     """
     return _PassReward()(completions, **columns)
@@ -75,7 +77,9 @@ def pass_reward(completions, **columns) -> list[float | None]:
 def test_fraction_reward(completions, **columns) -> list[float | None]:
     """The share of the task's asserts (stdio: test cases, in order, up to the first failure) that pass.
 
-    >>> test_fraction_reward(["    return 3\\n"], prompt=["def f():\\n"], tests=["assert f() == 3\\nassert f() == 4"], entry_point=["f"])
+    >>> test_fraction_reward(
+    ...     ["    return 3\\n"], prompt=["def f():\\n"], tests=["assert f() == 3\\nassert f() == 4"], entry_point=["f"]
+    ... )
     [0.5]
     """
     return _TestFractionReward()(completions, **columns)
@@ -298,7 +302,8 @@ def make_rewards(spec: dict) -> _Weighted:
     `{pass: 1.0, length: {alpha: 0.01}}`: a number is the term's weight; a mapping holds the factory's arguments and
     optionally `weight` (default 1.0). Errors name the term and the valid names.
 
-    >>> total, terms = make_rewards({"compile": 1.0, "length": {"alpha": 10}}).score(["    return 1\\n"], prompt=["def f():\\n"])
+    >>> reward = make_rewards({"compile": 1.0, "length": {"alpha": 10}})
+    >>> total, terms = reward.score(["    return 1\\n"], prompt=["def f():\\n"])
     >>> [round(t, 6) for t in total], list(terms)
     ([0.8], ['compile_reward', 'length_penalty'])
     """

@@ -94,7 +94,7 @@ def rollout(model, tokenizer, tasks: list, n_per_task: int, cfg, seed: int, rewa
         sandbox_s=t2 - t1,
         classes=[metrics.verdict_class(v) for v in verdicts],
         finished=torch.tensor(finished),
-        tamper=[str(getattr(v, "tamper", "") or "") for v in verdicts],
+        tamper=[sandbox.tamper_of(v) for v in verdicts],
     )
 
 

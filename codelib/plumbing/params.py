@@ -13,20 +13,18 @@ params/base/ (model-agnostic defaults); a variant extends its profile's file.
 
     python -m codelib.params PARAMS.yaml [key=value ...]   # the merged file as YAML, checked against its Config
 
-Paths (`REPO_ROOT`, `resolve`, `run_dir`, ...) live in `codelib.plumbing.paths`, JSONL files in `codelib.plumbing.jsonl`; both are
-importable from here as well, as they were before.
+Paths (`REPO_ROOT`, `resolve`, `run_dir`, ...) live in `codelib.plumbing.paths`, JSONL files in
+`codelib.plumbing.jsonl`; both are importable from here as well, as they were before.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
-import difflib
 import inspect
 import os
 import re
 import sys
-import types
 import typing
 from pathlib import Path
 from typing import Any
@@ -43,6 +41,7 @@ from codelib.plumbing.paths import (
     resolve,
     run_dir,
 )
+from codelib.plumbing.typecheck import check_type, coerce, type_name, unknown_name
 
 __all__ = [
     "REPO_ROOT",
@@ -70,62 +69,6 @@ class ParamsError(ValueError):
     """A params file, override or namespace that does not match its Config (every problem, one line each)."""
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# type checking of plain YAML values against dataclass annotations
-
-
-def _type_name(tp: Any) -> str:
-    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
-
-
-def _check_type(value: Any, tp: Any) -> bool:
-    if tp is Any:
-        return True
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        return any(_check_type(value, arg) for arg in typing.get_args(tp))
-    if origin is typing.Literal:
-        return value in typing.get_args(tp)
-    if origin in (list, tuple):
-        args = typing.get_args(tp)
-        return isinstance(value, (list, tuple)) and all(_check_type(v, args[0]) for v in value) if args else True
-    if origin is dict:
-        args = typing.get_args(tp)
-        if not isinstance(value, dict):
-            return False
-        return all(_check_type(k, args[0]) and _check_type(v, args[1]) for k, v in value.items()) if args else True
-    if tp is type(None):
-        return value is None
-    if tp is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if tp is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if isinstance(tp, type):
-        return isinstance(value, tp)
-    return True
-
-
-_EXPONENT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+$")
-
-
-def _coerce(value: Any, tp: Any) -> Any:
-    """YAML gives ints where floats are meant (lr: 1), text for a float written without a dot (YAML 1.1 reads
-    `1e-06`, what json.dumps writes, as a string) and lists where tuples are meant."""
-    if tp is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if tp is float and isinstance(value, str) and _EXPONENT.match(value.strip()):
-        return float(value)
-    if typing.get_origin(tp) is tuple and isinstance(value, list):
-        return tuple(value)
-    return value
-
-
-def _unknown(name: str, cls: type, fields: dict) -> str:
-    close = difflib.get_close_matches(name, fields, n=1)
-    hint = f"did you mean {close[0]!r}?" if close else f"valid names are: {', '.join(sorted(fields))}"
-    return f"unknown parameter {name!r} for {cls.__name__}; {hint}"
-
-
 def build_config(
     cls: type, values: dict, source: str = "<dict>", require_all: bool = True, origins: dict[str, str] | None = None
 ):
@@ -137,7 +80,7 @@ def build_config(
     origins = origins or {}
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    problems = [f"{origins.get(k, source)}: {_unknown(k, cls, fields)}" for k in values if k not in fields]
+    problems = [f"{origins.get(k, source)}: {unknown_name(k, cls, fields)}" for k in values if k not in fields]
     if require_all:
         missing = sorted(f for f in fields if f not in values)
         if missing:
@@ -150,11 +93,11 @@ def build_config(
         if name not in fields:
             continue
         tp = hints[name]
-        value = _coerce(value, tp)
-        if not _check_type(value, tp):
+        value = coerce(value, tp)
+        if not check_type(value, tp):
             got = f"{value!r} ({type(value).__name__})"
-            problems.append(f"{origins.get(name, source)}: parameter {name!r} should be {_type_name(tp)}, got {got}")
-        kwargs[name] = _coerce(value, tp)
+            problems.append(f"{origins.get(name, source)}: parameter {name!r} should be {type_name(tp)}, got {got}")
+        kwargs[name] = coerce(value, tp)
     if problems:
         raise ParamsError("\n".join(problems))
     try:
@@ -291,7 +234,7 @@ def field_help(cls: type) -> list[tuple[str, str, str]]:
         for m in re.finditer(r"^\s+(\w+): [^\n]*?  # ([^\n]*)$", source, re.M):
             comments[m.group(1)] = m.group(2)
     hints = typing.get_type_hints(cls)
-    return [(f.name, _type_name(hints[f.name]), comments.get(f.name, "")) for f in dataclasses.fields(cls) if f.init]
+    return [(f.name, type_name(hints[f.name]), comments.get(f.name, "")) for f in dataclasses.fields(cls) if f.init]
 
 
 def _usage(cls: type | None, command: str) -> str:

@@ -9,9 +9,9 @@ the lines as they come).
         row = train_step(...)
         bar.set_postfix_str(compact(row), refresh=False)   # reward 0.42 · pass 38% · len 41 · kl 0.003
 
-`bar(...)` takes tqdm's arguments (`total`, `desc`, `unit`, `disable`, ...), so `from codelib.plumbing.progress import bar as
-tqdm` replaces `tqdm.auto.tqdm` in a loop that has one. Headless, a line is printed at most every
-`$CODELIB_PROGRESS_S` seconds (default 20) and at the end, each one line: `grpo: 40/250 (16%) 1:24<7:21, 1.9 s/step
+`bar(...)` takes tqdm's arguments (`total`, `desc`, `unit`, `disable`, ...), so
+`from codelib.plumbing.progress import bar as tqdm` replaces `tqdm.auto.tqdm` in a loop that has one. Headless, a
+line is printed at most every `$CODELIB_PROGRESS_S` seconds (default 20) and at the end, each one line: `grpo: 40/250 (16%) 1:24<7:21, 1.9 s/step
 · reward 0.42 · pass 38%`.
 """
 

@@ -164,7 +164,10 @@ def settings_line(summaries: dict[str, dict]) -> str:
         groups.setdefault(key, []).append(name)
     parts = []
     for (ds, split, tasks, n, t, seed, iters), names in sorted(groups.items(), key=lambda kv: -len(kv[1])):
-        text = f"{ds}/{split}: {tasks} tasks, {n} samples/task at T={t}, evaluation seed {seed}, {iters}-resample bootstraps"
+        text = (
+            f"{ds}/{split}: {tasks} tasks, {n} samples/task at T={t}, evaluation seed {seed}, "
+            f"{iters}-resample bootstraps"
+        )
         parts.append(text if len(groups) == 1 else f"{text} ({', '.join(sorted(names))})")
     return "; ".join(parts) + "." if parts else ""
 
@@ -333,7 +336,8 @@ def main(argv: list[str] | None = None) -> None:
     if argv and argv[0] in ("-h", "--help"):
         print(
             "python -m codelib.comparison FILE.yaml: FILE is a comparison spec (runs: name -> params file, eval: an\n"
-            "eval params file; params/<profile>/comparison.yaml), whose runs without a current checkpoint are trained\n"
+            "eval params file; params/<profile>/comparison.yaml), whose runs without a current checkpoint are "
+            "trained\n"
             "first, or an eval params file. The checkpoints are evaluated, then reports/<profile>/comparison.md is\n"
             "written. key=value overrides apply to the evaluation.\n"
         )

@@ -50,7 +50,8 @@ def render_task(task: Task, max_chars: int = 2000) -> str:
     tests = task.tests
     if task.kind == "stdio":
         cases = json.loads(tests)
-        tests = f"{len(cases)} input/output cases; the first:\n--- input\n{cases[0]['input']}--- output\n{cases[0]['output']}"
+        first = f"--- input\n{cases[0]['input']}--- output\n{cases[0]['output']}"
+        tests = f"{len(cases)} input/output cases; the first:\n{first}"
     plus = f"\nplus inputs: {len(json.loads(task.plus_inputs))}" if task.plus_inputs else ""
     return (
         f"== {task.task_id}  (kind: {task.kind}, entry point: {task.entry_point or '-'}){plus}\n"

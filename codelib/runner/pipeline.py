@@ -5,9 +5,10 @@ Opt-in stages (`OPT_IN`: the multi-turn repair stage) run only when named: `pyth
 
 Each stage is `notebooks/NN_name.ipynb` run with `params/<profile>/NN_name.yaml`; the executed copy lands in
 `reports/<profile>/`. All params files are checked against their Config before anything runs (unknown, missing
-or mistyped key -> error naming the key and the file). A stage whose params (with their `extends:` bases), notebook and upstream stages are
-unchanged since its last successful run, whose judging code (extraction, sandbox, rewards: `codelib.plumbing.fingerprint`)
-is unchanged if it judges completions, and whose run directories still exist, is skipped unless `--force`.
+or mistyped key -> error naming the key and the file). A stage whose params (with their `extends:` bases),
+notebook and upstream stages are unchanged since its last successful run, whose judging code (extraction, sandbox,
+rewards: `codelib.plumbing.fingerprint`) is unchanged if it judges completions, and whose run directories still
+exist, is skipped unless `--force`.
 A failing stage stops the run, naming the notebook, the cell and the error; its executed notebook is kept for
 inspection.
 

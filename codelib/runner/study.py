@@ -18,9 +18,9 @@ the profile's params + the arm's overrides + its seed:
     .../studies/<name>/<split>/, checkpoints/.../eval_<split>/  the same, evaluated on another split (--split)
 
 A run is finished when its stamp holds the hash of its params, its notebook, its start checkpoint and the source of
-every codelib module its trainer imports (transitively), and its run directory still exists. A killed study resumes at the first
-unfinished run (the trainer itself resumes from its last checkpoint when the hash is unchanged); a run whose params
-or code changed is wiped and trained again.
+every codelib module its trainer imports (transitively), and its run directory still exists. A killed study
+resumes at the first unfinished run (the trainer itself resumes from its last checkpoint when the hash is
+unchanged); a run whose params or code changed is wiped and trained again.
 
 Intervals: per arm, pass@1 is the mean over seeds of each seed's mean over tasks; its interval is a two-level
 bootstrap (resample seeds, then tasks), so an arm whose seeds disagree gets a wider interval than one whose seeds
@@ -56,9 +56,23 @@ from codelib.runner.study_report import (
     two_level_bootstrap,
 )
 
-__all__ = ["Run", "Study", "StudyError", "StudyReportConfig", "evaluate_study", "load_study", "load_summaries",
-           "make_figures", "module_sources", "paired_two_level", "run_key", "run_study", "stage_sources", "summarise",
-           "two_level_bootstrap"]  # fmt: skip
+__all__ = [
+    "Run",
+    "Study",
+    "StudyError",
+    "StudyReportConfig",
+    "evaluate_study",
+    "load_study",
+    "load_summaries",
+    "make_figures",
+    "module_sources",
+    "paired_two_level",
+    "run_key",
+    "run_study",
+    "stage_sources",
+    "summarise",
+    "two_level_bootstrap",
+]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -73,7 +87,9 @@ def stage_sources(stage: str) -> dict[str, str]:
     sources = module_sources(f"import {_config_module(stage)}\nimport codelib.runner.launch\n")
     if any(m.startswith("codelib.sandbox") for m in sources):
         pkg = Path(__file__).resolve().parents[1] / "sandbox"
-        sources.update({f"codelib.sandbox.{p.stem}": p.read_text() for p in sorted(pkg.glob("*.py")) if p.stem != "__init__"})  # fmt: skip
+        sources.update(
+            {f"codelib.sandbox.{p.stem}": p.read_text() for p in sorted(pkg.glob("*.py")) if p.stem != "__init__"}
+        )
     return dict(sorted(sources.items()))
 
 
@@ -89,7 +105,11 @@ def run_key(run: Run, notebook: Path) -> dict:
         "start": json.dumps(start, default=str),
     }
     digest = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
-    return {"key": digest, "modules": sorted(sources), **{k: hashlib.sha256(v.encode()).hexdigest()[:12] for k, v in parts.items()}}  # fmt: skip
+    return {
+        "key": digest,
+        "modules": sorted(sources),
+        **{k: hashlib.sha256(v.encode()).hexdigest()[:12] for k, v in parts.items()},
+    }
 
 
 def _config_module(stage: str) -> str:
@@ -110,12 +130,16 @@ def _check_starts(study: Study) -> None:
         init = run.params.get("init") or run.params.get("model") or ""
         p = resolve(init) if init else None
         if p is not None and (Path(init).is_absolute() or Path(init).parts[0] == "checkpoints") and not p.exists():
-            raise StudyError(f"{study.path}: arm {run.arm!r} starts from {init}, which does not exist; train it "
-                             f"first: python -m codelib.pipeline --profile {study.profile} --only 01_sft")  # fmt: skip
+            raise StudyError(
+                f"{study.path}: arm {run.arm!r} starts from {init}, which does not exist; train it "
+                f"first: python -m codelib.pipeline --profile {study.profile} --only 01_sft"
+            )
     for ref, spec in study.references.items():
         if (Path(spec).is_absolute() or Path(spec).parts[0] == "checkpoints") and not resolve(spec).exists():
-            raise StudyError(f"{study.path}: reference {ref!r} is {spec}, which does not exist; train it first "
-                             f"(python -m codelib.pipeline --profile {study.profile}) or remove it")  # fmt: skip
+            raise StudyError(
+                f"{study.path}: reference {ref!r} is {spec}, which does not exist; train it first "
+                f"(python -m codelib.pipeline --profile {study.profile}) or remove it"
+            )
 
 
 def run_study(
@@ -136,13 +160,16 @@ def run_study(
     runs one notebook (papermill; tests replace it). `split` evaluates and summarises on that split of the eval's
     dataset instead of its own, into their own directories (training is the same: finished runs are reused).
     `jobs` runs that many trainings at once (0: the study file's `jobs`, default 1). `only` names runs or arms:
-    train just those now, in that order (the others are left as they are); the evaluation and the summary cover every finished run.
+    train just those now, in that order (the others are left as they are); the evaluation and the summary cover
+    every finished run.
     """
     study = load_study(path, split)
     for flag, names in (("--force", force), ("--only", only)):
         unknown = sorted(set(names) - {r.name for r in study.runs} - set(study.arms))
         if unknown:
-            raise StudyError(f"{flag} {unknown[0]!r} is neither a run nor an arm of {study.name}; arms: {', '.join(study.arms)}")  # fmt: skip
+            raise StudyError(
+                f"{flag} {unknown[0]!r} is neither a run nor an arm of {study.name}; arms: {', '.join(study.arms)}"
+            )
     _check_starts(study)
     os.environ.update(HEADLESS_ENV)  # widgets print, bars print lines (codelib.plumbing.progress)
     stamps = study.checkpoints / ".stamps"
@@ -167,8 +194,15 @@ def run_study(
         if stamp.get("key") != key["key"] or stamp.get("status") == "finished" or forced:
             # changed params or code (or a forced rerun): the trainer must not resume the old run's checkpoint
             if rdir.exists():
-                why = ("forced" if forced else "its params, code or start changed" if stamp.get("key") != key["key"]
-                       else "its notebook or run directory is gone" if stamp else "no record of it")  # fmt: skip
+                why = (
+                    "forced"
+                    if forced
+                    else "its params, code or start changed"
+                    if stamp.get("key") != key["key"]
+                    else "its notebook or run directory is gone"
+                    if stamp
+                    else "no record of it"
+                )
                 log(f"{tag}: {why}; removing its old run directory")
                 shutil.rmtree(rdir)
         else:
@@ -182,8 +216,10 @@ def run_study(
         t0 = time.time()
         execute(run.stage, run.params, notebook, out_nb)
         dt = time.time() - t0
-        atomic_write_json(stamp_path, {**key, "status": "finished", "seconds": round(dt, 1),
-                                       "finished": time.strftime("%Y-%m-%d %H:%M:%S")})  # fmt: skip
+        atomic_write_json(
+            stamp_path,
+            {**key, "status": "finished", "seconds": round(dt, 1), "finished": time.strftime("%Y-%m-%d %H:%M:%S")},
+        )
         log(f"{tag}: done in {dt:.0f} s")
         return run.name, "ran", dt
 
@@ -235,18 +271,34 @@ def finished(study: Study, run: Run) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m codelib.study", description=__doc__.split("\n\n")[0],
-                                 epilog="examples:\n" + __doc__.split("\n\n")[1],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    ap = argparse.ArgumentParser(
+        prog="python -m codelib.study",
+        description=__doc__.split("\n\n")[0],
+        epilog="examples:\n" + __doc__.split("\n\n")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("study", help="a study file, e.g. params/tiny/studies/algorithms.yaml")
     ap.add_argument("--check", action="store_true", help="validate the file and list its runs; run nothing")
     ap.add_argument("--force", nargs="+", default=[], help="train these runs or arms again even if finished")
-    ap.add_argument("--split", default="", help="evaluate and summarise on this split instead of the eval's own "
-                    "(e.g. fresh): reports/<profile>/studies/<name>/<split>/")  # fmt: skip
-    ap.add_argument("--only", nargs="+", default=[], help="train only these runs or arms now, in this order (the "
-                    "evaluation and summary cover every finished run)")  # fmt: skip
-    ap.add_argument("--jobs", type=int, default=0, help="train this many runs at once (default: the study file's "
-                    "jobs, else 1); on 2 cores, 2 with threads: 1 in every arm")  # fmt: skip
+    ap.add_argument(
+        "--split",
+        default="",
+        help="evaluate and summarise on this split instead of the eval's own "
+        "(e.g. fresh): reports/<profile>/studies/<name>/<split>/",
+    )
+    ap.add_argument(
+        "--only",
+        nargs="+",
+        default=[],
+        help="train only these runs or arms now, in this order (the evaluation and summary cover every finished run)",
+    )
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=0,
+        help="train this many runs at once (default: the study file's "
+        "jobs, else 1); on 2 cores, 2 with threads: 1 in every arm",
+    )
     args = ap.parse_args(argv)
     try:
         if args.check:

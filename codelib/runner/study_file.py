@@ -269,7 +269,8 @@ def load_study(path: str | Path, split: str = "") -> Study:
     bad = sorted(set(eval_values) - eval_fields)
     if bad:
         raise StudyError(
-            f"{where}: eval: EvalConfig has no parameter {bad[0]!r}; valid names are: {', '.join(sorted(eval_fields - set(EVAL_SET_BY_STUDY)))}"
+            f"{where}: eval: EvalConfig has no parameter {bad[0]!r}; valid names are: "
+            f"{', '.join(sorted(eval_fields - set(EVAL_SET_BY_STUDY)))}"
         )
     eval_base = {**load_yaml(eval_yaml), **eval_values}
     baseline = data.get("baseline", "")

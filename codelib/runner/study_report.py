@@ -244,7 +244,8 @@ def summary_markdown(s: StudySummary, cfg: StudyReportConfig) -> str:
         "",
         st.description,
         "",
-        f"{len(s.task_ids)} held-out tasks ({ev['dataset']}/{st.split or ev['split']}), {ev['n_samples']} samples/task at "
+        f"{len(s.task_ids)} held-out tasks ({ev['dataset']}/{st.split or ev['split']}), "
+        f"{ev['n_samples']} samples/task at "
         f"T={ev['temperature']}, eval seed {ev['seed']}; training seeds {seeds}. pass@1 is the mean over seeds; "
         f"[95% CI] is a {cfg.bootstrap_iters}-resample two-level bootstrap (seeds, then tasks); `tasks only` holds "
         "the seeds fixed (what a single-seed table reports); `seed sd` is the standard deviation of the per-seed "

@@ -13,7 +13,7 @@ Processes, one module each:
 - `wire`: the plain-data codec every process speaks; `jobs`: what to run and the verdict; `replies`: the checks on
   what a worker sends back; `plus`: EvalPlus rules.
 
-Public API: `run`, `check`, `task_job`, `Sandbox`, `Job`, `Verdict`, `configure` (and `shared_pool`).
+Public API: `run`, `check`, `task_job`, `Sandbox`, `Job`, `Verdict`, `configure` (and `shared_pool`, `tamper_of`).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from .jobs import (
     Job,
     Verdict,
     judge_plan,
+    tamper_of,
     task_job,
 )
 from .pool import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, Sandbox, SandboxError, configure, shared_pool
@@ -50,6 +51,7 @@ __all__ = [
     "judge_plan",
     "run",
     "shared_pool",
+    "tamper_of",
     "task_job",
 ]
 

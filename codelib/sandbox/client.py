@@ -18,6 +18,7 @@ import time
 
 from . import jobs as J
 from . import watch, wire
+from .cleanup import kill_uid
 
 _WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
 
@@ -393,24 +394,3 @@ def memfile(name: str, text: str | bytes) -> int:
         data = data[os.write(fd, data) :]
     os.lseek(fd, 0, os.SEEK_SET)
     return fd
-
-
-def kill_uid(uid: int) -> None:
-    """SIGKILL every process owned by `uid` (a sandbox uid), until none is left."""
-    for _ in range(50):
-        pids = []
-        for name in os.listdir("/proc"):
-            if name.isdigit():
-                try:
-                    if os.stat(f"/proc/{name}").st_uid == uid:
-                        pids.append(int(name))
-                except OSError:
-                    pass
-        if not pids:
-            return
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        time.sleep(0.01)

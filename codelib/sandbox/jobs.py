@@ -1,254 +1,44 @@
-"""Jobs and verdicts (parent side): what to run, which judge runs a task's tests, and the verdict from the replies.
+"""A run (parent side): the steps one job needs (one, or one per stdio case) and the verdict from the replies.
 
 Every field a worker or judge sends back is checked here (types, ranges); a malformed reply is an `error` verdict
-with a detail, never an exception in the caller.
+with a detail, never an exception in the caller. What to run and the verdict (`Job`, `Verdict`, the limits) are in
+`records`, which judge runs a task's tests and the job for a task (`judge_plan`, `task_job`) in `plan`; both stay
+importable from here.
 """
 
 from __future__ import annotations
 
 import ast
-import builtins
-import collections
-import functools
 import json
 import math
 import signal
-import sys
 import warnings
-from dataclasses import dataclass, replace
 
 from . import compare, judge, plus
 from . import replies as R
-
-REFERENCE_TIMEOUT_S = 120.0  # canonical solutions on all plus inputs: HumanEval+/15 takes ~15 s, MBPP+/599 ~50 s
-PLUS_TIME_FACTOR = 4.0  # a candidate on plus inputs may take timeout_s + 4x the canonical solution's time
-# address space for a reference on plus inputs, and for a candidate judged on them: MBPP+/255's 112 inputs make
-# 2M tuples (the reference needs ~2 GB to build them), and a correct candidate must build the same
-PLUS_MEMORY_MB = 4096
-# a plain output (ints, strings, lists, tuples) whose encoding is longer than this travels as its sha256: equal
-# values have equal encodings, and neither the judge nor the trainer ever holds a huge output (MBPP+/255: 2M tuples)
-DIGEST_OVER_BYTES = 1 << 20
-REPORT_CAP_BYTES = 64 << 20  # a judge's or harness's report beyond this is an error, not a verdict
-VERDICT_STDOUT_CHARS = 65536  # what a Verdict keeps of stdout
-# a function job's program up to this length is parsed in the parent first: one that does not parse gets its verdict
-# without a run (`parse_error`); longer ones go to the sandbox as they are (the parser's memory stays small)
-PARSE_FIRST_CHARS = 20_000
-STATUSES = R.STATUSES  # a Verdict's status: one of these
-TAMPER_CLASSES = ("signal", "frames", "gc", "memory", "proc", "write", "exit", "seccomp")  # harness.TAMPER_CLASSES
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The sandbox's judgement of one job."""
-
-    status: str  # "passed" | "failed" | "timeout" | "error"
-    passed: bool
-    detail: str = ""  # short reason: failing assert, exception line, signal, limit hit
-    duration_s: float = 0.0
-    stdout: str = ""  # capped at VERDICT_STDOUT_CHARS
-    tests_passed: int = 0  # asserts (or stdio cases, or plus inputs) that passed
-    tests_total: int = 0
-    judge: str = "inside"  # "outside": tests ran in the judge / output compared in the parent; "inside": in-process
-    # what the program tried that marks tampering (refused or harmless by construction), comma-separated classes of
-    # `harness.TAMPER_CLASSES` ("signal", "frames", "gc", "memory", "proc", "write", "exit", "seccomp": killed by
-    # the system-call filter); "" = none seen
-    tamper: str = ""
-
-
-@dataclass(frozen=True)
-class Job:
-    """One thing to judge.
-
-    kind "program": run `program` in one process (the tests inside it); passed when it runs to its end. Asserts from
-    line `test_line` on are counted one by one (0: the program is one test).
-    kind "function": `program` (the prompt + the completion) serves calls; `tests` run in the judge with `names`
-    bound to proxies, after `prelude` (the task's prompt: its helpers) and `imports` (stdlib modules the tests use).
-    kind "stdio": the program runs once per case (stdin from a file); each output is compared in the parent.
-    kind "calls": `program` serves calls; `tests` is a JSON list of {"input": one JSON value per line (the
-    arguments), "output": JSON text}; the judge calls `entry_point` ("f" or "Solution.method", a fresh `Solution()`
-    per call) once per case, each call with its own `timeout_s`, and compares with `compare`.
-    plus_inputs (JSON list of argument lists) with `reference`: `entry_point` is called on each input and the
-    outputs are compared, in the parent, with the reference program's outputs (EvalPlus-style).
-    """
-
-    program: str
-    kind: str = "program"  # "program" | "function" | "stdio"
-    stdin: str | None = None
-    cases: tuple = ()  # stdio: ({"input": str, "output": str}, ...)
-    test_line: int = 0
-    entry_point: str = ""
-    plus_inputs: str = ""
-    reference: Job | None = None
-    atol: float = 0.0
-    task_id: str = ""
-    timeout_s: float | None = None  # None: the pool's default
-    memory_mb: int | None = None
-    tests: str = ""  # function: the test code (runs in the judge)
-    prelude: str = ""  # function: the task's prompt, run in the judge before the tests
-    names: tuple = ()  # function: the program's names the tests call (proxied)
-    truthy: bool = False  # function: a returned object that is not plain data crosses as bool(it) (TRUTHY_TASKS)
-    imports: tuple = ()  # function: stdlib modules the tests use without importing them
-    compare: str = ""  # calls: the value comparator (`compare.value_equal`'s name; "" = the default)
-    # a task's own limits as factors of the pool's limits, for a limit left None (`codelib.tasks.task.limits_for`)
-    limit_scale: tuple = ()  # () or (time factor, memory factor)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# which judge: outside whenever the tests only call the entry point with plain data
-
-
-# tasks whose tests pass an object or function to the entry point, or inspect what it returns beyond plain data
-INSIDE_TASKS: dict[str, str] = {}
-# tasks whose canonical solution returns an object (a re.Match) and whose tests only ask whether it is truthy
-# (MBPP+, EvalPlus's "not None" oracle): judged outside, a returned object that is not plain data crosses as its
-# truth value (computed in the program's process: bool(), never the object)
-TRUTHY_TASKS = frozenset(f"Mbpp/{n}" for n in (737, 787, 794))
-
-
-@functools.lru_cache(maxsize=4096)
-def judge_plan(prompt: str, tests: str, entry_point: str, task_id: str = "") -> tuple:
-    """("outside", names, imports, prelude) when the task's tests can run in the judge, else ("inside", reason).
-
-    The prelude is the prompt as the judge runs it (a prompt that ends in a bare `def f(x):` gets a `pass`)."""
-    if task_id in INSIDE_TASKS:
-        return ("inside", INSIDE_TASKS[task_id])
-    prelude = prompt
-    try:
-        tests_tree = ast.parse(tests)
-        try:
-            prompt_tree = ast.parse(prelude)
-        except SyntaxError:
-            prelude = prompt.rstrip() + "\n    pass\n"
-            prompt_tree = ast.parse(prelude)
-    except SyntaxError:
-        return ("inside", "the prompt or the tests do not parse on their own")
-    if any(isinstance(n, ast.ClassDef) for n in ast.walk(prompt_tree)):
-        return ("inside", "the prompt defines a class: its objects cannot cross to the judge")
-    defined = _bound(prompt_tree)
-    free = _free(tests_tree) - defined - {entry_point} - set(dir(builtins))
-    modules = {n for n in free if n in sys.stdlib_module_names}
-    if free - modules:
-        return ("inside", f"the tests use names the solution defines: {', '.join(sorted(free - modules))}")
-    callers = {entry_point, "candidate"}
-    for node in ast.walk(tests_tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in callers:
-            for arg in list(node.args) + [k.value for k in node.keywords]:
-                if any(isinstance(n, (ast.Lambda, ast.GeneratorExp)) for n in ast.walk(arg)):
-                    return ("inside", "the tests pass a function or generator to the entry point")
-                if isinstance(arg, ast.Name) and callable(getattr(builtins, arg.id, None)):
-                    return ("inside", "the tests pass a function to the entry point")
-    return ("outside", (entry_point,), tuple(sorted(modules)), prelude)
-
-
-def _bound(tree) -> set:
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            names.add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, ast.arg):
-            names.add(node.arg)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            names.add(node.name)
-    return names
-
-
-def _free(tree) -> set:
-    loaded = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    return loaded - _bound(tree)
-
-
-def task_job(task, completion: str, plus: bool = False, timeout_s: float | None = None, memory_mb: int | None = None):
-    """The job that checks `completion` (the text appended to `task.prompt`; stdio: the program) on one task.
-
-    plus=True adds the task's HumanEval+/MBPP+ extra inputs, judged against its canonical solution.
-    """
-    from codelib import tasks as T
-
-    scale: tuple = ()
-    if getattr(task, "time_limit_s", None) or getattr(task, "memory_limit_mb", None):
-        # a task's own limits scale the given limits; a limit not given stays None and the pool that runs the job
-        # scales its own (passed explicitly: no module state, so `configure` reaches every job the same way)
-        unit_time, unit_memory = T.limits_for(task, 1.0, 1 << 20)
-        scale = (unit_time, unit_memory / (1 << 20))
-        if timeout_s is not None:
-            timeout_s = T.limits_for(task, timeout_s, 1)[0]
-        if memory_mb is not None:
-            memory_mb = T.limits_for(task, 1.0, memory_mb)[1]
-    if task.kind == "stdio":
-        cases = tuple(json.loads(task.tests))
-        name = (
-            getattr(task, "compare", "") or ""
-        )  # the benchmark's harness runs its import block first (task.PRELUDES)
-        return Job(
-            T.stdin_prelude(name) + completion,
-            kind="stdio",
-            cases=cases,
-            task_id=task.task_id,
-            timeout_s=timeout_s,
-            memory_mb=memory_mb,
-            limit_scale=scale,
-            compare=name,
-        )
-    if task.kind == "calls":
-        return Job(
-            task.prompt + completion,
-            kind="calls",
-            tests=task.tests,
-            entry_point=task.entry_point,
-            task_id=task.task_id,
-            compare=getattr(task, "compare", "") or "",
-            timeout_s=timeout_s,
-            memory_mb=memory_mb,
-            limit_scale=scale,
-        )
-    call = f"\n\ncheck({task.entry_point})\n" if "def check(" in task.tests else ""
-    plan = judge_plan(task.prompt, task.tests + call, task.entry_point, task.task_id)
-    with_plus = plus and bool(task.plus_inputs)
-    if plan[0] == "outside":
-        job = Job(
-            task.prompt + completion,
-            kind="function",
-            tests=task.tests + call,
-            prelude=plan[3],
-            names=plan[1],
-            imports=plan[2],
-            entry_point=task.entry_point,
-            task_id=task.task_id,
-            truthy=task.task_id in TRUTHY_TASKS,
-        )
-        reference = replace(job, program=task.prompt + task.canonical_solution, tests="")
-    else:
-        program = T.program_for(task, completion)
-        at = program.rfind(task.tests) if task.tests else -1
-        test_line = program.count("\n", 0, at) + 1 if at >= 0 else 1
-        job = Job(program, test_line=test_line, entry_point=task.entry_point, task_id=task.task_id)
-        reference = Job(task.prompt + task.canonical_solution, entry_point=task.entry_point, task_id=task.task_id)
-    if with_plus:
-        job = replace(job, plus_inputs=task.plus_inputs, reference=reference, atol=task.atol)
-    return replace(job, timeout_s=timeout_s, memory_mb=memory_mb, limit_scale=scale)
-
-
-def reference_key(job: Job) -> tuple:
-    return (job.reference.kind, job.reference.program, job.plus_inputs)
-
-
-def reference_job(job: Job, box) -> Job:
-    """The reference (canonical solution) run on the job's plus inputs, with a reference's limits."""
-    return replace(
-        job.reference,
-        plus_inputs=job.plus_inputs,
-        atol=job.atol,
-        timeout_s=box.reference_timeout_s,
-        memory_mb=max(PLUS_MEMORY_MB, job.memory_mb or box.memory_mb),
-    )
-
-
-REFERENCE_CACHE: collections.OrderedDict = collections.OrderedDict()
-
+from .plan import (  # noqa: F401 - importable from here
+    INSIDE_TASKS,
+    REFERENCE_CACHE,
+    TRUTHY_TASKS,
+    judge_plan,
+    reference_job,
+    reference_key,
+    task_job,
+)
+from .records import (  # noqa: F401 - importable from here
+    DIGEST_OVER_BYTES,
+    PARSE_FIRST_CHARS,
+    PLUS_MEMORY_MB,
+    PLUS_TIME_FACTOR,
+    REFERENCE_TIMEOUT_S,
+    REPORT_CAP_BYTES,
+    STATUSES,
+    TAMPER_CLASSES,
+    VERDICT_STDOUT_CHARS,
+    Job,
+    Verdict,
+    tamper_of,
+)
 
 # ---------------------------------------------------------------------------------------------------------------
 # a run: the steps one job needs (one, or one per stdio case) and its verdict

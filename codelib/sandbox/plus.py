@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import math
 
-from .compare import MBPP_SET_EQ as _MBPP_SET_EQ  # EvalPlus's rules, written once
-from .compare import _allclose, _digit_distance, _is_floats, _poly, _surface_area
+from .comparators import MBPP_SET_EQ as _MBPP_SET_EQ  # EvalPlus's rules, written once
+from .comparators import _allclose, _digit_distance, _is_floats, _poly, _surface_area
 from .wire import Digest, Raised, WireError, decode_args, safe_set  # noqa: F401 - Digest: compared by __eq__ below
 
 # EvalPlus's special oracles: tasks whose reference output is one of several right answers (_MBPP_SET_EQ, and:)

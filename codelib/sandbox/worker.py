@@ -3,10 +3,10 @@
 Started by the pool as `python -I -S -B worker.py --serve CONFIG` (a fresh interpreter, never a fork of the training
 process) with a scrubbed environment and one unix socket to the parent. Standard library only.
 
-Once, at start: new mount, network, IPC and pid namespaces (as root; otherwise inside a user namespace of its own,
-where it is root over nothing but itself), an allow-list root (`isolation.build_root`, then chroot), a memory and
-pids cgroup (v2 or v1) that the worker joins (so every process it forks starts there), an init process for the pid
-namespace, and a seccomp filter that every child inherits.
+Once, at start (`confinement.isolate`): new mount, network, IPC and pid namespaces (as root; otherwise inside a
+user namespace of its own, where it is root over nothing but itself), an allow-list root (`isolation.build_root`,
+then chroot), a memory and pids cgroup (v2 or v1) that the worker joins (so every process it forks starts there), an
+init process for the pid namespace, and a seccomp filter that every child inherits.
 
 Per run (`handle`): a program child (`spawn.program`: a new session, /tmp as its working directory, an empty tmpfs
 replaced after any run that leaves something in it, limits, its own uid (root) or no capabilities (user namespace),
@@ -38,12 +38,10 @@ if __name__ == "__main__":  # started as a script by the pool: load this file ag
     _self.main(json.loads(sys.argv[2]))
     sys.exit(0)
 
-from . import harness, isolation, spawn, watch  # noqa: E402
-from .isolation import PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, prctl  # noqa: E402
+from . import confinement, harness, isolation, spawn, watch  # noqa: E402
+from .confinement import ROOT, UID_BASE  # noqa: E402, F401 - UID_BASE: importable from here
 from .spawn import close as _close  # noqa: E402
 
-UID_BASE = 1_500_000_000  # program uid = base + 2 * worker pid, judge uid = that + 1: owned by no user
-ROOT = "/tmp/codelib-root"  # where the allow-list root is built, in the worker's own mount namespace
 # The stdlib modules that HumanEval, MBPP and CodeContests programs import most: imported once in the worker, free
 # for every program (each forked program pays for the worker's size, so the list stays short).
 # Not random (its state would repeat in every child unless reseeded) nor queue (it brings threading): each costs a
@@ -80,159 +78,10 @@ class Server:
         self.seccomp = isolation.seccomp_program()
         if self.seccomp is None:
             self.missing["seccomp"] = "no system-call filter for this architecture"
-        self._isolate()
+        confinement.isolate(self)
         import gc
 
         gc.freeze()  # children's collections then skip the worker's objects instead of touching (copying) their pages
-
-    # -- one-time isolation
-
-    def _isolate(self) -> None:
-        root = os.geteuid() == 0 and not self.config.get("unprivileged")
-        # the pid namespace comes last, after the judge factory is forked: the factory and every judge it forks live
-        # in the worker's own pid namespace, where no program can name them (kill, pidfd_open, F_SETOWN, /proc)
-        ns = isolation.CLONE_NEWNS | isolation.CLONE_NEWNET | isolation.CLONE_NEWIPC
-        uid, gid = os.getuid(), os.getgid()
-        try:
-            if not self.config.get("namespaces", True):
-                raise OSError(1, "turned off (Sandbox(namespaces=False))")
-            isolation.unshare(ns if root else ns | isolation.CLONE_NEWUSER)
-            if not root:
-                isolation.map_user(uid, gid)
-        except OSError as e:
-            self.missing["namespaces"] = (
-                f"no {'user ' if not root else ''}namespaces ({e.strerror}): programs see "
-                "the host's files, processes and network"
-            )
-            return self._fallback(root)
-        if root:
-            self.uid, self.judge_uid = UID_BASE + 2 * os.getpid(), UID_BASE + 2 * os.getpid() + 1
-        else:
-            self.missing["uid"] = (
-                "not root: programs and the judge share the caller's uid (in a user namespace, "
-                "without capabilities; the judge lives in a pid namespace above the programs' "
-                "and is not dumpable)"
-            )
-        # the worker joins its group once and every process it forks starts there: moving each program in would
-        # cost a cgroup migration per run (milliseconds: the kernel waits for an RCU grace period). The bound counts
-        # the worker, its init and its judge too (+256 MB); a program raises its own OOM score, so it goes first.
-        memory = (max(2 * int(self.config["memory_mb"]) + 256, int(self.config["plus_memory_mb"]) + 512) + 256) << 20
-        try:
-            self.cgroups, why = isolation.cgroups(
-                f"codelib-sandbox-{os.getpid()}", memory, int(self.config["max_procs"]) + 8
-            )
-            if why:
-                self.missing["cgroup"] = f"no memory/pids cgroup ({why}): only rlimits bound a program's tree"
-            for group in self.cgroups:
-                with open(os.path.join(group, "cgroup.procs"), "w") as f:
-                    f.write("0")
-        except OSError as e:
-            self.missing["cgroup"] = f"no memory/pids cgroup ({e}): only rlimits bound a program's tree"
-        isolation.mount(None, "/", None, isolation.MS_REC | isolation.MS_PRIVATE)
-        os.makedirs(ROOT, 0o755, exist_ok=True)
-        isolation.mount("tmpfs", ROOT, "tmpfs", isolation.MS_NOSUID | isolation.MS_NODEV, "size=16m,mode=755")
-        isolation.build_root(ROOT, self.config["view"])  # the pool's `isolation.program_view`
-        self._start_factory(ROOT)
-        isolation.unshare(isolation.CLONE_NEWPID)  # allowed wherever the other namespaces were
-        self._start_init()
-        isolation.mount(
-            None, ROOT, None, isolation.MS_REMOUNT | isolation.MS_RDONLY | isolation.MS_NOSUID | isolation.MS_NODEV
-        )
-        os.chroot(ROOT)
-        os.chdir("/")
-        self.chrooted = self.fresh_tmp = True
-        if self.uid is not None and not self._uid_runs_python():
-            self.missing["uid"] = "the interpreter is not readable by another uid here: programs run as root"
-            self.uid = self.judge_uid = None
-        if self.uid is None:
-            # RLIMIT_NPROC counts a uid's processes per user namespace (Linux >= 5.14): ours holds the worker, its
-            # init and a judge at most, besides the program's tree
-            self.nproc = int(self.config["max_procs"]) + 4
-        self._fresh_tmp()
-        if self.seccomp is not None:  # once, here: every child inherits it for free (none needs what it denies)
-            prctl(PR_SET_NO_NEW_PRIVS, 1)
-            isolation.install_seccomp(self.seccomp)
-
-    def _fresh_tmp(self) -> None:
-        """An empty tmpfs on /tmp, owned by the program's uid: each run's working directory. After a run that left
-        anything there, it is unmounted whole (however deep a nest, whatever its modes) and a new one mounted."""
-        owner = f",uid={self.uid},gid={self.uid}" if self.uid is not None else ""
-        isolation.mount(
-            "tmpfs",
-            "/tmp",
-            "tmpfs",
-            isolation.MS_NOSUID | isolation.MS_NODEV,
-            f"size={int(self.config['tmpfs_mb'])}m,mode=700{owner}",
-        )
-        self.tmp_clean = self._tmp_state()
-
-    @staticmethod
-    def _tmp_state() -> tuple:
-        # free inodes and blocks, and the root's change time: any file, link or directory a run made (even removed
-        # again), and any chmod, utime or xattr on /tmp itself (bits a run could leave for the next), changes it
-        fs, st = os.statvfs("/tmp"), os.stat("/tmp")
-        return fs.f_ffree, fs.f_bfree, st.st_ctime_ns, st.st_mtime_ns
-
-    def _tmp_dirty(self) -> bool:
-        return self._tmp_state() != self.tmp_clean
-
-    def _start_init(self) -> None:
-        """Fork pid 1 of the new pid namespace: it mounts /proc for that namespace, then reaps orphans forever."""
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                os.close(r)
-                prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-                try:
-                    isolation.mount(
-                        "proc",
-                        ROOT + "/proc",
-                        "proc",
-                        isolation.MS_NOSUID | isolation.MS_NODEV | isolation.MS_NOEXEC,
-                        "hidepid=2",
-                    )
-                    os.write(w, b"p")
-                except OSError as e:
-                    os.write(w, f"e{e.strerror}".encode())
-                os.close(w)
-                os.chroot(ROOT)
-                os.chdir("/")
-                spawn.reap_forever()
-            finally:
-                os._exit(0)
-        os.close(w)
-        answer = os.read(r, 200).decode()
-        os.close(r)
-        self.init_pid = pid
-        self.proc = answer == "p"
-        if not self.proc:
-            self.missing["proc"] = f"no /proc for the pid namespace ({answer[1:]}): programs see no /proc"
-
-    def _uid_runs_python(self) -> bool:
-        pid = os.fork()
-        if pid == 0:
-            try:
-                os.setgroups([])
-                os.setresgid(self.uid, self.uid, self.uid)
-                os.setresuid(self.uid, self.uid, self.uid)
-                os.listdir(os.path.dirname(os.__file__))
-                os.listdir(os.path.dirname(json.__file__))
-                os._exit(0)
-            except BaseException:
-                os._exit(1)
-        return os.waitpid(pid, 0)[1] == 0
-
-    def _fallback(self, root: bool) -> None:
-        """No namespaces: programs run in a private directory as the caller (or a uid of their own, as root)."""
-        import tempfile
-
-        self._start_factory(None)
-
-        self.private = tempfile.mkdtemp(prefix="codelib-sandbox-")
-        self.uid = self.judge_uid = None
-        self.nproc = sum(1 for p in os.listdir("/proc") if p.isdigit()) + int(self.config["max_procs"]) + 256
-        self.missing["filesystem"] = "no private root: programs can read the host's files and write to /tmp"
 
     # -- protocol
 
@@ -308,9 +157,9 @@ class Server:
                 _close(fd)  # before the reply: the parent reads the judge's result pipe until every writer is gone
             if not self.chrooted:
                 isolation.remove_tree(os.path.join(self.private, f"run{self.counter}"))
-            elif self._tmp_dirty():  # every process of the run is dead: nothing holds the old tmpfs
+            elif confinement.tmp_dirty(self):  # every process of the run is dead: nothing holds the old tmpfs
                 isolation.call("umount2", b"/tmp", 2)  # MNT_DETACH
-                self._fresh_tmp()
+                confinement.mount_tmp(self)
 
     def _function(self, req: dict, named: dict) -> dict:
         """The program serves calls; the judge runs the tests against it (spec and result: the parent's pipes)."""

@@ -51,21 +51,22 @@ __all__ = [
     "tasks_to_rows",
 ]
 
-NAMES = ("humaneval", "mbpp", "humaneval_plus", "mbpp_plus", "codecontests", "synthetic", "taco", "livecodebench")
 SPLITS = ("train", "test", "validation", "fewshot", "rl", "all")
 HUB_ONLY = ("taco", "livecodebench")  # no bundled copy: source=None loads these from the hub
 
 
+# the loader table: a dataset name -> its adapter `(split, source, strict=..., **options) -> list[Task]`
 _LOADERS = {
     "humaneval": _humaneval,
-    "humaneval_plus": _humaneval_plus,
     "mbpp": _mbpp,
+    "humaneval_plus": _humaneval_plus,
     "mbpp_plus": _mbpp_plus,
     "codecontests": _codecontests,
     "synthetic": _synthetic,
     "taco": hub_tasks.load_taco,
     "livecodebench": livecodebench.load_livecodebench,
 }
+NAMES = tuple(_LOADERS)  # the dataset names, derived from the table (a new loader needs no second list)
 # dataset parameters beyond the split
 _OPTIONS = {"livecodebench": ("release_version", "start_date", "end_date", "exclude_errata"), "taco": ("path",)}
 

@@ -140,17 +140,18 @@ def _ops() -> tuple[Op, ...]:
             "[v for v in {a} if v % 2 == 0]", lambda a, k: [v for v in a[0] if v % 2 == 0]),
         lst("odds", "Return the odd elements of {a}.", "Keep only the odd entries of {a}.",
             "[v for v in {a} if v % 2 == 1]", lambda a, k: [v for v in a[0] if v % 2 == 1]),
-        lst("above", "Return the elements of {a} that are greater than {k}.", "Keep only the entries of {a} above {k}.",
-            "[v for v in {a} if v > {k}]", lambda a, k: [v for v in a[0] if v > k], INT_POOL, "boundary_lists"),
+        lst("above", "Return the elements of {a} that are greater than {k}.",
+            "Keep only the entries of {a} above {k}.", "[v for v in {a} if v > {k}]",
+            lambda a, k: [v for v in a[0] if v > k], INT_POOL, "boundary_lists"),
         lst("below", "Return the elements of {a} that are less than {k}.", "Keep only the entries of {a} below {k}.",
             "[v for v in {a} if v < {k}]", lambda a, k: [v for v in a[0] if v < k], INT_POOL, "boundary_lists"),
         lst("scale", "Return each element of {a} multiplied by {k}.", "Multiply every entry of {a} by {k}.",
             "[v * {k} for v in {a}]", lambda a, k: [v * k for v in a[0]], INT_POOL, "boundary_lists"),
         lst("shift", "Return each element of {a} plus {k}.", "Add {k} to every entry of {a}.",
             "[v + {k} for v in {a}]", lambda a, k: [v + k for v in a[0]], INT_POOL, "boundary_lists"),
-        lst("count_above", "Return how many elements of {a} are greater than {k}.", "Count the entries of {a} above {k}.",
-            "sum(1 for v in {a} if v > {k})", lambda a, k: sum(1 for v in a[0] if v > k), INT_POOL,
-            "boundary_lists"),
+        lst("count_above", "Return how many elements of {a} are greater than {k}.",
+            "Count the entries of {a} above {k}.", "sum(1 for v in {a} if v > {k})",
+            lambda a, k: sum(1 for v in a[0] if v > k), INT_POOL, "boundary_lists"),
     )  # fmt: skip
 
 

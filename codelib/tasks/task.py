@@ -32,7 +32,8 @@ LCB_PRELUDE = (
 # What TACO's harness puts before a stdin program (`synthesize_std_code`) and a call-based one
 # (`synthesize_cb_code`). numpy is imported when the program's environment has it (TACO's always does).
 TACO_PRELUDE = (
-    "import sys\nimport time\nimport itertools\nfrom itertools import accumulate, product, permutations, combinations\n"
+    "import sys\nimport time\nimport itertools\n"
+    "from itertools import accumulate, product, permutations, combinations\n"
     "import collections\nfrom collections import Counter, OrderedDict, deque, defaultdict, ChainMap\n"
     "from functools import lru_cache\nimport math\n"
     "from math import sqrt, sin, cos, tan, ceil, fabs, floor, gcd, exp, log, log2\nimport fractions\n"

@@ -1,7 +1,8 @@
 """What the trainers share: the Config fields declared once, and the scaffolding of our own loops.
 
 `StageConfig` holds the fields of every training stage, `SamplingConfig` adds those of the stages that sample and
-judge completions; each trainer's `Config` extends one of them with its algorithm's own fields. `OnlineRun` is the
+judge completions; each trainer's `Config` extends one of them with its algorithm's own fields (they live in
+`configs`, evaluation during training and `Keeper` in `keeper`; both stay importable from here). `OnlineRun` is the
 part of a REINFORCE or PPO run that is not the algorithm: set-up (seed, accelerate, the policy with a fresh LoRA
 adapter, optimizer, resume), one rollout per step, the step's log rows, checkpoints, and the final adapter. The
 algorithms themselves (advantages, losses, the update) live in each trainer's own file.
@@ -12,213 +13,24 @@ from __future__ import annotations
 import math
 import os
 import random
-import shutil
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from accelerate import Accelerator
 from accelerate.utils import gather_object
+from transformers.trainer_utils import get_last_checkpoint
 
 from codelib.algorithms.advantages import zero_std_groups
-from codelib.algorithms.losses import KL_ESTIMATORS
 from codelib.engine import metrics, rewards, rollout
-from codelib.evaluation.eval_sampling import EVAL_SAMPLING
 from codelib.plumbing import checkpoints
-from codelib.plumbing.params import atomic_write_json, config_to_dict, run_dir
-from codelib.policy.distributed import refuse_sharded_loop
-from codelib.policy.generation import generate, stops_for
-from codelib.policy.models import DEFAULT_TARGETS, add_lora, policy_problem, save_adapter
+from codelib.plumbing.params import atomic_write_json, config_to_dict
+from codelib.policy.distributed import refuse_sharded_loop, save_gathered
+from codelib.policy.models import adapters_fp32, add_lora, policy_problem
 from codelib.tasks import load_tasks
-
-
-@dataclass
-class StageConfig:
-    """The fields every training stage has (params/<profile>/NN_<stage>.yaml)."""
-
-    profile: str = "tiny"  # checkpoints/<profile>/<stage>/
-    stage: str = "stage"  # run directory name
-    init: str = "checkpoints/tiny/sft"  # the starting policy: adapter dir (merged first), model dir, hub id or "tiny"
-    dataset: str = "synthetic"  # training tasks (a codelib.tasks dataset)
-    split: str = "train"  # the dataset's split
-    limit: int = 0  # 0 for every task of the split
-    steps: int = 100  # optimizer steps
-    learning_rate: float = 1e-3  # AdamW learning rate
-    max_grad_norm: float = 1.0  # gradient clipping
-    lora_r: int = 16  # LoRA rank
-    lora_alpha: int = 32  # LoRA scale numerator (the update is scaled by lora_alpha / lora_r)
-    lora_dropout: float = 0.0  # 0 keeps training forward passes identical to the sampling policy
-    target_modules: list[str] = field(default_factory=lambda: list(DEFAULT_TARGETS))  # the layers LoRA adapts
-    modules_to_save: list[str] = field(default_factory=list)  # also trained in full, e.g. ["norm"]: every RMSNorm
-    load_in_4bit: bool = False  # QLoRA: 4-bit NF4 base (needs CUDA)
-    save_every: int = 25  # a resumable checkpoint every N steps
-    seed: int = 0  # training seed
-    threads: int = 0  # torch CPU threads; 0 for torch's default
-    report_to: str = "tensorboard"  # "none" | "tensorboard" | "wandb"
-    processes: int = 1  # >1: the notebook starts `accelerate launch` with this many processes (live log)
-
-    def __post_init__(self):
-        if self.steps <= 0:
-            raise ValueError(f"steps must be positive; you gave {self.steps}")
-        if self.lora_r <= 0:
-            raise ValueError(f"lora_r must be positive; you gave {self.lora_r}")
-        if self.save_every <= 0:
-            raise ValueError(f"save_every must be positive; you gave {self.save_every}")
-        if self.report_to not in ("none", "tensorboard", "wandb"):
-            raise ValueError(f"report_to must be none, tensorboard or wandb; you gave {self.report_to!r}")
-
-    @property
-    def run_dir(self) -> Path:
-        return run_dir(self.profile, self.stage)
-
-
-@dataclass
-class SamplingConfig(StageConfig):
-    """+ the fields of the stages that sample completions and judge them in the sandbox."""
-
-    rewards: dict[str, float | dict] = field(default_factory=lambda: {"pass": 1.0})  # name -> weight or {weight, args}
-    temperature: float = 1.0  # sampling temperature
-    top_p: float = 1.0  # nucleus sampling
-    max_new_tokens: int = 64  # generation budget per completion
-    workers: int = 2  # sandbox workers
-    timeout_s: float = 5.0  # wall-clock limit per program
-
-    def __post_init__(self):
-        super().__post_init__()
-        if self.temperature <= 0:
-            raise ValueError(f"{type(self).__module__.split('.')[-1]} samples: temperature must be > 0")
-        rewards.make_rewards(self.rewards)  # an unknown reward or argument fails here, naming it
-
-
-@dataclass
-class TrainEvalConfig(SamplingConfig):
-    """+ held-out evaluation during training, and which adapter the stage leaves behind."""
-
-    eval_every: int = 0  # held-out pass@1 every N steps (and at the last step); 0 for none
-    eval_split: str = "test"  # the held-out split of `dataset` evaluated during training
-    eval_limit: int = 100  # the first N tasks of eval_split (a fixed subset); 0 for all
-    eval_samples: int = 2  # samples per eval task (T 0.8, seed 1234, as the eval stage samples)
-    keep: str = "last"  # "last" | "best": the adapter the stage leaves (best: highest eval pass@1, needs eval_every)
-
-    def __post_init__(self):
-        super().__post_init__()
-        if self.keep not in ("last", "best"):
-            raise ValueError(f"keep must be 'last' or 'best'; you gave {self.keep!r}")
-        if self.keep == "best" and self.eval_every <= 0:
-            raise ValueError("keep: best picks the adapter by held-out pass@1: set eval_every > 0 (e.g. 25)")
-        if self.eval_every < 0 or self.eval_limit < 0 or self.eval_samples < 1:
-            raise ValueError("eval_every and eval_limit must be >= 0 and eval_samples >= 1")
-
-
-@dataclass
-class OnlineConfig(TrainEvalConfig):
-    """+ the options of the online engine's plumbing (`OnlineRun`): a KL to the start policy and dynamic sampling."""
-
-    batch_size: int = 16  # tasks per step
-    samples_per_task: int = 1  # completions per task (a group when >= 2)
-    kl_coef: float = 0.0  # beta: weight of the KL to the start policy (placement: the engine's kl_placement)
-    kl_estimator: str = "k3"  # k1 | k2 | k3 (Schulman 2020); k3 is GRPO's
-    dynamic_sampling: bool = False  # DAPO: drop groups whose accuracy is uniform (all pass / all fail), refill
-    max_refills: int = 4  # dynamic sampling: at most this many extra rollout batches per step
-    shared_prefix: bool = False  # update forwards run each distinct prompt once (faster; floats move ~1e-5)
-    kl_every: int = 1  # with kl_coef 0 the KL to the start policy is only logged: every N steps (0: never)
-
-    def __post_init__(self):
-        super().__post_init__()
-        if self.kl_estimator not in KL_ESTIMATORS:
-            raise ValueError(f"unknown kl_estimator {self.kl_estimator!r}; use one of {', '.join(KL_ESTIMATORS)}")
-        if self.kl_coef < 0:
-            raise ValueError(f"kl_coef must be >= 0; you gave {self.kl_coef}")
-        if self.dynamic_sampling and self.samples_per_task < 2:
-            raise ValueError("dynamic_sampling drops groups of uniform accuracy: it needs samples_per_task >= 2")
-        if self.max_refills < 0:
-            raise ValueError(f"max_refills must be >= 0; you gave {self.max_refills}")
-        if self.kl_every < 0:
-            raise ValueError(f"kl_every must be >= 0 (0: the KL is never logged); you gave {self.kl_every}")
-
-
-EVAL_TEMPERATURE, EVAL_SEED = EVAL_SAMPLING.temperature, EVAL_SAMPLING.seed  # as the eval stage samples
-
-
-def eval_tasks(cfg: TrainEvalConfig) -> list:
-    """The fixed held-out subset evaluated during training: the first eval_limit tasks of eval_split."""
-    return load_tasks(cfg.dataset, cfg.eval_split)[: cfg.eval_limit or None]
-
-
-def heldout_eval(model, tokenizer, cfg: TrainEvalConfig, tasks: list) -> dict:
-    """Held-out pass@1 of the current policy through the evaluator's scoring and the sandbox: eval_pass@1 with its
-    95% interval over tasks, and the share of each verdict class (eval_verdicts/<class>). RNG states are kept."""
-    from codelib.evaluation.evaluator import score_completions  # the eval stage's one scoring path
-
-    rows = len(tasks) * cfg.eval_samples
-    with torch.random.fork_rng(devices=[]):
-        comps = generate(
-            model,
-            tokenizer,
-            [t.prompt for t in tasks],
-            n=cfg.eval_samples,
-            temperature=EVAL_TEMPERATURE,
-            max_new_tokens=cfg.max_new_tokens,
-            batch_size=min(rows, 256),
-            seed=EVAL_SEED,
-            stop=stops_for(tasks[0]),
-            progress=False,
-        )
-    score = score_completions(
-        tasks,
-        [[c.text for c in cs] for cs in comps],
-        workers=cfg.workers,
-        timeout_s=cfg.timeout_s,
-        bootstrap_iters=200,
-        seed=EVAL_SEED,
-    )
-    return {
-        "eval_pass@1": score["pass@1"],
-        "eval_ci_low": score["ci_low"],
-        "eval_ci_high": score["ci_high"],
-        **metrics.class_shares(score["samples"], "eval_verdicts/"),
-    }
-
-
-class Keeper:
-    """Evaluation during training and the `keep: last | best` rule, for our loops and TRL's alike: `due(step)`,
-    `evaluate(...)` (also saves the adapter to <run>/best/ when it is the best so far), `finish(...)` (the kept
-    adapter in the run dir, the last one in <run>/last/ when keep is best, kept.json)."""
-
-    def __init__(self, cfg: TrainEvalConfig, out: Path, best: dict | None = None, fresh: bool = True):
-        # a Config without the TrainEvalConfig fields (a loop built on SamplingConfig alone) evaluates nothing
-        self.cfg, self.out, self.best = cfg, out, best
-        self.every, self.keep = getattr(cfg, "eval_every", 0), getattr(cfg, "keep", "last")
-        self.tasks = eval_tasks(cfg) if self.every else []
-        if fresh:  # a run that starts over must not inherit an older run's best adapter
-            shutil.rmtree(out / "best", ignore_errors=True)
-            self.best = None
-
-    def due(self, step: int) -> bool:
-        return bool(self.every) and (step % self.every == 0 or step == self.cfg.steps)
-
-    def evaluate(self, model, tokenizer, step: int) -> dict:
-        res = heldout_eval(model, tokenizer, self.cfg, self.tasks)
-        if self.best is None or res["eval_pass@1"] > self.best["eval_pass@1"]:
-            self.best = {"step": step, "eval_pass@1": res["eval_pass@1"]}
-            save_adapter(model, tokenizer, self.out / "best")
-            atomic_write_json(self.out / "best" / "eval.json", self.best)
-        return {**res, "eval_best": self.best["eval_pass@1"]}
-
-    def finish(self, model, tokenizer, state_dict=None) -> None:
-        """The trained adapter into the run dir; with keep: best, the best one there instead (the last in last/).
-        state_dict: the adapter gathered from FSDP shards (`distributed.gathered_trainable_state`), else None."""
-        save_adapter(model, tokenizer, self.out, state_dict=state_dict)
-        kept = {"keep": self.keep, "step": self.cfg.steps}
-        if self.keep == "best" and self.best is not None and (self.out / "best").exists():
-            save_adapter(model, tokenizer, self.out / "last")
-            for f in (self.out / "best").iterdir():
-                if f.is_file() and f.name != "eval.json":
-                    shutil.copy2(f, self.out / f.name)
-            kept = {"keep": "best", **self.best}
-        atomic_write_json(self.out / "kept.json", kept)
+from codelib.trainers.configs import OnlineConfig, SamplingConfig, StageConfig, TrainEvalConfig  # noqa: F401
+from codelib.trainers.keeper import EVAL_SEED, EVAL_TEMPERATURE, Keeper, eval_tasks, heldout_eval  # noqa: F401
 
 
 def check_init(cfg: StageConfig) -> None:
@@ -249,6 +61,24 @@ def trainer_args(cfg: StageConfig, out: Path | None = None, **override) -> dict:
         gradient_checkpointing=cuda,
     )
     return args | override
+
+
+def train_trl(trainer, tokenizer, cfg: StageConfig, out: Path, fresh_metrics: bool = False) -> None:
+    """Train a TRL trainer (SFT, DPO) the way our stages do: its adapters in fp32, one progress bar, resumed from the
+    last checkpoint in `out` (fresh_metrics: a run that starts over drops the old metrics.jsonl), then the adapter
+    saved to `out` (gathered under FSDP; the main process writes)."""
+    adapters_fp32(trainer.model)  # TRL casts a 4-bit model's adapters to bf16; our loops train them in fp32
+    from codelib.plumbing.progress import use_progress
+
+    use_progress(trainer, cfg.stage)  # one bar: a widget in JupyterLab, a line per ~20 s headless
+    last = get_last_checkpoint(str(out)) if any(out.glob("checkpoint-*")) else None
+    if last:
+        print(f"resuming from {last}")
+    elif fresh_metrics:
+        (out / "metrics.jsonl").unlink(missing_ok=True)
+    trainer.train(resume_from_checkpoint=last)
+    tokenizer.padding_side = "left"
+    save_gathered(trainer.accelerator, trainer.model, tokenizer, out)  # FSDP: gathered; the main process writes
 
 
 def seed_everything(seed: int, threads: int = 0) -> None:
@@ -349,8 +179,8 @@ class OnlineRun:
         return {k: self.acc.unwrap_model(m) for k, m in self.heads.items()}
 
     def steps(self):
-        """The steps still to run, as a progress bar (`codelib.plumbing.progress`: a widget in JupyterLab, one line per ~20 s
-        headless) whose postfix `record` sets to the last step's reward, pass rate, length and KL."""
+        """The steps still to run, as a progress bar (`codelib.plumbing.progress`: a widget in JupyterLab, one line
+        per ~20 s headless) whose postfix `record` sets to the last step's reward, pass rate, length and KL."""
         from codelib.plumbing.progress import steps as progress_steps
 
         self.bar = progress_steps(

@@ -14,16 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from datasets import Dataset
-from transformers.trainer_utils import get_last_checkpoint
 from trl import DPOConfig, DPOTrainer
 
 from codelib.engine.candidates import RANKING, PairRule, annotate, build_preferences, generate_candidates
 from codelib.engine.metrics import trainer_callback
 from codelib.plumbing.params import atomic_write_json, config_to_dict, main_train, read_jsonl, resolve
-from codelib.policy.distributed import save_gathered
-from codelib.policy.models import adapters_fp32, load_policy, lora_config, starting_model_dir
+from codelib.policy.models import load_policy, lora_config, starting_model_dir
 from codelib.tasks import load_tasks
-from codelib.trainers.common import SamplingConfig, check_init, seed_everything, trainer_args
+from codelib.trainers.common import SamplingConfig, check_init, seed_everything, train_trl, trainer_args
 
 
 @dataclass
@@ -173,18 +171,7 @@ def train(cfg: Config) -> Path:
         peft_config=lora,
         callbacks=[trainer_callback(out / "metrics.jsonl")],
     )
-    adapters_fp32(trainer.model)  # TRL casts a 4-bit model's adapters to bf16; our loops train them in fp32
-    from codelib.plumbing.progress import use_progress
-
-    use_progress(trainer, cfg.stage)  # one bar: a widget in JupyterLab, a line per ~20 s headless
-    last = get_last_checkpoint(str(out)) if any(out.glob("checkpoint-*")) else None
-    if last:
-        print(f"resuming from {last}")
-    else:
-        (out / "metrics.jsonl").unlink(missing_ok=True)
-    trainer.train(resume_from_checkpoint=last)
-    tokenizer.padding_side = "left"
-    save_gathered(trainer.accelerator, trainer.model, tokenizer, out)  # FSDP: gathered; the main process writes
+    train_trl(trainer, tokenizer, cfg, out, fresh_metrics=True)
     atomic_write_json(out / "train_summary.json", {"stage": cfg.stage, "steps": trainer.state.global_step})
     return out
 

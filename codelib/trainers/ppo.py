@@ -20,7 +20,7 @@ from pathlib import Path
 from codelib.engine.rewards import PASS_MINUS_LENGTH
 from codelib.plumbing.params import main_train
 from codelib.trainers import online
-from codelib.trainers.online import dropout_active, value_head, value_loss_of  # noqa: F401  (public since PPO had them)
+from codelib.trainers.online import dropout_active, value_head, value_loss_of  # noqa: F401 - public since PPO had them
 
 ADVANTAGES = ("gae", "batch", "group", "rloo", "reinforce_pp", "reinforce_pp_baseline")
 

@@ -9,9 +9,9 @@ episodes (RLOO, Kool et al. 2019): A_i = r_i - mean_{j != i} r_j. The loss is -A
 policy's own tokens in the episode (every attempt; the prompt, earlier attempts as context and the feedback are
 masked), summed over tokens and averaged over episodes. Only the LoRA parameters train.
 
-Before the RL run, `train_sft`: SFT with repair examples mixed in (`codelib.engine.repair_data`), so the policy knows the
-format. After it, `evaluate` (`codelib.evaluation.repair_eval`, importable from here): the three-way comparison for each
-checkpoint, written up by `codelib.reports.repair`.
+Before the RL run, `train_sft`: SFT with repair examples mixed in (`codelib.engine.repair_data`), so the policy knows
+the format. After it, `evaluate` (`codelib.evaluation.repair_eval`, importable from here): the three-way comparison
+for each checkpoint, written up by `codelib.reports.repair`.
 
     python -m codelib.trainers.repair params/tiny/09_repair.yaml
 """
@@ -27,7 +27,7 @@ import torch
 
 from codelib.engine import metrics, repair, repair_data, rollout
 from codelib.evaluation.eval_sampling import EVAL_SAMPLING
-from codelib.evaluation.repair_eval import PROBE, eval_dir, eval_sets, evaluate  # noqa: F401  (the stage's evaluation, old home)
+from codelib.evaluation.repair_eval import PROBE, eval_dir, eval_sets, evaluate  # noqa: F401 - its old home
 from codelib.plumbing.params import load_config, main_train
 from codelib.policy.logprobs import kl_to_start, make_batch, reference_logprobs, token_logprobs
 from codelib.reports.repair import write_report  # noqa: F401  (old home)

@@ -17,15 +17,13 @@ from pathlib import Path
 
 import torch
 from datasets import Dataset
-from transformers.trainer_utils import get_last_checkpoint
 from trl import SFTConfig, SFTTrainer
 
 from codelib.engine.metrics import trainer_callback
 from codelib.plumbing.params import atomic_write_json, config_to_dict, main_train
-from codelib.policy.distributed import save_gathered
-from codelib.policy.models import adapters_fp32, load_policy, lora_config
+from codelib.policy.models import load_policy, lora_config
 from codelib.tasks import load_tasks
-from codelib.trainers.common import StageConfig, check_init, trainer_args
+from codelib.trainers.common import StageConfig, check_init, train_trl, trainer_args
 
 
 @dataclass
@@ -98,16 +96,7 @@ def train(cfg: Config, tasks: list | None = None) -> Path:
         peft_config=lora_config(cfg),
         callbacks=[trainer_callback(out / "metrics.jsonl")],
     )
-    adapters_fp32(trainer.model)  # TRL casts a 4-bit model's adapters to bf16; our loops train them in fp32
-    from codelib.plumbing.progress import use_progress
-
-    use_progress(trainer, cfg.stage)  # one bar: a widget in JupyterLab, a line per ~20 s headless
-    last = get_last_checkpoint(str(out)) if any(out.glob("checkpoint-*")) else None
-    if last:
-        print(f"resuming from {last}")
-    trainer.train(resume_from_checkpoint=last)
-    tokenizer.padding_side = "left"
-    save_gathered(trainer.accelerator, trainer.model, tokenizer, out)  # FSDP: gathered; the main process writes
+    train_trl(trainer, tokenizer, cfg, out)
     summary = {"stage": cfg.stage, "steps": trainer.state.global_step, "train_tasks": len(dataset)}
     atomic_write_json(out / "train_summary.json", summary)
     print(json.dumps(summary))
