@@ -223,3 +223,17 @@ def test_bench_gpu_keeps_every_row_when_a_trainer_or_the_eval_fails(tmp_path, ca
     bench.report(res)
     printed = capsys.readouterr().out
     assert "ppo        lora   failed: OutOfMemoryError" in printed and "evaluation generate failed" in printed
+
+
+def test_gpu_run_reads_a_step_result_from_stdout_not_from_a_bar_on_stderr(tmp_path):
+    # the first GPU run's pipeline took the 1.3B build's stderr bar ("Writing model shards: 100%|...") for the
+    # model's path: init={Writing model shards: ...} failed the SFT stage
+    import sys
+
+    run = _gpu_run().Run(tmp_path, 0, dict(__import__("os").environ))
+    code = (
+        "import sys; print('/tmp/random-deepseek-1.3b'); print('Writing model shards: 100%|#| 1/1', file=sys.stderr)"
+    )
+    rec = run.sh("build", [sys.executable, "-c", code], timeout=60)
+    assert rec["status"] == "ok" and rec["stdout"].strip().splitlines()[-1] == "/tmp/random-deepseek-1.3b"
+    assert rec["tail"].strip().splitlines()[-1].startswith("Writing model shards")

@@ -98,7 +98,8 @@ def test_build_is_reproducible_and_settings_change_rebuilds(tmp_path):
 def test_load_policy_on_a_model_dir(small_model, placed):
     model, tokenizer = models.load_policy(small_model)
     assert not model.training
-    assert model.dtype == (torch.bfloat16 if placed == "gpu_like" else torch.float32)
+    gpu_bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()  # a GPU loads bf16 by itself
+    assert model.dtype == (torch.bfloat16 if placed == "gpu_like" or gpu_bf16 else torch.float32)
     assert tokenizer.padding_side == "left" and tokenizer.pad_token_id is not None
     batch = tokenizer(["def f(x):\n", 'def g(s):\n    """Return s."""\n'], return_tensors="pt", padding=True)
     batch = batch.to(model.device)  # where load_policy put the model (cuda on a GPU machine)
@@ -282,7 +283,7 @@ def test_sampling_never_folds_lora_into_bf16_weights(small_model):
             assert isinstance(model.get_submodule(_lora_path(model)), LoraLayer)  # not folded
             got = model(ids).logits
     assert torch.equal(got, want)
-    fp32 = _lora(models.load_policy(small_model)[0])  # an fp32 base still folds (speed)
+    fp32 = _lora(models.load_policy(small_model, dtype="float32")[0])  # an fp32 base still folds (speed)
     path = _lora_path(fp32)
     with merged_lora(fp32):
         assert not isinstance(fp32.get_submodule(path), LoraLayer)

@@ -83,6 +83,20 @@ def test_interactive_trainer_shows_one_bar(monkeypatch):
     assert _names(trainer) == ["DefaultFlowCallback", "Progress"]
 
 
+def test_a_trainer_without_ipython_installed_gets_our_progress(monkeypatch):
+    # transformers' notebook module imports IPython: a GPU image without IPython failed every SFT, DPO and TRL GRPO
+    # run at use_progress with "No module named 'IPython'"
+    import sys
+
+    from transformers.trainer_callback import DefaultFlowCallback, PrinterCallback
+
+    monkeypatch.setitem(sys.modules, "IPython", None)  # import IPython raises ImportError, as where it is missing
+    monkeypatch.delitem(sys.modules, "transformers.utils.notebook", raising=False)
+    monkeypatch.setenv("CODELIB_HEADLESS", "1")
+    trainer = progress.use_progress(_trainer_with([DefaultFlowCallback, PrinterCallback]), "sft")
+    assert _names(trainer) == ["DefaultFlowCallback", "Progress"]
+
+
 def test_trainer_line_keeps_the_last_metrics_at_the_end(monkeypatch, capsys):
     # the Trainer's last log (train_runtime, train_loss, ...) has none of the keys a line shows: it used to clear them
     from types import SimpleNamespace

@@ -154,9 +154,9 @@ class Run:
             t = time.time()
             try:
                 p = subprocess.run(cmd, cwd=REPO, env=self.env, capture_output=True, text=True, timeout=limit)
-                out, rc = p.stdout + p.stderr, p.returncode
+                out, rc, stdout = p.stdout + p.stderr, p.returncode, p.stdout
             except subprocess.TimeoutExpired as e:
-                out, rc = f"{e.stdout or ''}{e.stderr or ''}\n[timed out after {limit:.0f} s]", 124
+                out, rc, stdout = f"{e.stdout or ''}{e.stderr or ''}\n[timed out after {limit:.0f} s]", 124, ""
             self.log.write(out if isinstance(out, str) else out.decode(errors="replace"))
             self.log.flush()
             ok = rc == 0 or bool(expect and expect in out)
@@ -166,6 +166,7 @@ class Run:
                 seconds=round(time.time() - t, 1),
                 expected=bool(rc and ok),
                 tail=str(out)[-1500:],
+                stdout=str(stdout)[-500:],  # apart from stderr: a library's progress bar there is not a result
             )
         print(f"[{rec['started_s']:7.1f} s] {name}: {rec['status']}", flush=True)
         self.summary["steps"].append(rec)
@@ -264,7 +265,7 @@ def pipeline(run: Run, steps: int, arch: str = "deepseek-1.3b") -> None:
     run.write("pipeline.json", records)
     if build["status"] != "ok":
         return
-    base = build["tail"].strip().splitlines()[-1]
+    base = build["stdout"].strip().splitlines()[-1]  # the tail ends with stderr's "Writing model shards" bar
     p = f"params/{PROFILE}"
     common = [f"steps={steps}", "limit=16", "save_every=1", "report_to=none"]
     if arch == "tiny":

@@ -200,9 +200,15 @@ def use_progress(trainer, desc: str):
     disabled, and in a kernel a second bar with a table of every logged loss (in JupyterLab beside ours; in an
     executed report a long table before the curves that show the same numbers). Returns the trainer."""
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
-    from transformers.utils.notebook import NotebookProgressCallback
 
-    for callback in (ProgressCallback, PrinterCallback, NotebookProgressCallback):
+    callbacks = [ProgressCallback, PrinterCallback]
+    try:  # transformers' notebook module imports IPython: without it, it never adds its notebook callback either
+        from transformers.utils.notebook import NotebookProgressCallback
+
+        callbacks.append(NotebookProgressCallback)
+    except ImportError:
+        pass
+    for callback in callbacks:
         trainer.remove_callback(callback)
     trainer.add_callback(trainer_progress(desc))
     return trainer
