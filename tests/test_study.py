@@ -546,6 +546,17 @@ def test_another_split_has_its_own_evaluations_and_summary(tmp_path, monkeypatch
     out = study.summarise(cfg)
     assert out.study.summary_dir == fresh.summary_dir and not (own.reports / "summary.md").exists()
     assert "(synthetic/fresh)" in (fresh.summary_dir / "summary.md").read_text()
+    # a run trained but not scored on this split is named as such, not as "not trained yet"
+    gone = fresh.runs[0]
+    (fresh.eval_dir / gone.name / "summary.json").unlink()
+    stamp = fresh.checkpoints / ".stamps" / f"{gone.name}.json"
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(json.dumps({"status": "finished"}))
+    fresh.run_dir(gone).mkdir(parents=True)
+    study.summarise(cfg)
+    md = (fresh.summary_dir / "summary.md").read_text()
+    told = f"Trained, not evaluated on this split, so not in the tables: {gone.arm} (seed {gone.seed})."
+    assert told in md and "Not trained yet" not in md
     with pytest.raises(study.StudyError, match="'nope' is not a split of synthetic"):
         study.load_study("params/tiny/studies/algorithms.yaml", "nope")
 

@@ -47,7 +47,7 @@ from codelib.plumbing.params import REPO_ROOT, ParamsError, atomic_write_json, r
 from codelib.plumbing.progress import HEADLESS_ENV
 from codelib.policy.models import checkpoint_fingerprint
 from codelib.runner import pipeline
-from codelib.runner.study_file import Run, Study, StudyError, load_study, load_summaries
+from codelib.runner.study_file import Run, Study, StudyError, finished, load_study, load_summaries
 from codelib.runner.study_report import (
     StudyReportConfig,
     make_figures,
@@ -259,15 +259,6 @@ def evaluate_study(study: Study, log=print) -> dict[str, dict]:
     cfg = study.eval_config(skip=unfinished)
     evaluator.evaluate(cfg, out_root=study.eval_dir, reports=study.summary_dir)
     return load_summaries(study)
-
-
-def finished(study: Study, run: Run) -> bool:
-    """The run's stamp says finished and its run directory exists (its params and code are not re-checked here)."""
-    stamp = study.checkpoints / ".stamps" / f"{run.name}.json"
-    try:
-        return json.loads(stamp.read_text()).get("status") == "finished" and study.run_dir(run).exists()
-    except (OSError, ValueError):
-        return False
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -328,6 +328,15 @@ def load_study(path: str | Path, split: str = "") -> Study:
     return study
 
 
+def finished(study: Study, run: Run) -> bool:
+    """The run's stamp says finished and its run directory exists (its params and code are not re-checked here)."""
+    stamp = study.checkpoints / ".stamps" / f"{run.name}.json"
+    try:
+        return json.loads(stamp.read_text()).get("status") == "finished" and study.run_dir(run).exists()
+    except (OSError, ValueError):
+        return False
+
+
 def load_summaries(study: Study) -> dict[str, dict]:
     """name -> eval summary for every reference and run that has one."""
     out = {}

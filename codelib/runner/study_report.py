@@ -22,7 +22,7 @@ from codelib.evaluation.passk import curves_frame, pass_at_k_matrix
 from codelib.plumbing.params import REPO_ROOT, atomic_write_text
 from codelib.plumbing.stages import STAGES, color_of
 from codelib.reports import save_figures
-from codelib.runner.study_file import Study, load_study, load_summaries
+from codelib.runner.study_file import Study, finished, load_study, load_summaries
 
 # ---------------------------------------------------------------------------------------------------------------
 # statistics: seeds and tasks
@@ -255,12 +255,16 @@ def summary_markdown(s: StudySummary, cfg: StudyReportConfig) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     if s.missing:  # said before the table: an arm below may hold fewer seeds than the study names
-        left: dict[str, list[str]] = {}
-        for run in st.runs:
-            if run.name in s.missing:
-                left.setdefault(run.arm, []).append(str(run.seed))
-        told = "; ".join(f"{arm} (seed {', '.join(seeds)})" for arm, seeds in left.items())
-        lines[-2:-2] = [f"Not trained yet, so not in the tables: {told}.", ""]
+        said = []
+        for trained, words in ((False, "Not trained yet"), (True, "Trained, not evaluated on this split")):
+            left: dict[str, list[str]] = {}
+            for run in st.runs:
+                if run.name in s.missing and finished(st, run) == trained:
+                    left.setdefault(run.arm, []).append(str(run.seed))
+            if left:
+                told = "; ".join(f"{arm} (seed {', '.join(seeds)})" for arm, seeds in left.items())
+                said += [f"{words}, so not in the tables: {told}.", ""]
+        lines[-2:-2] = said
     for r in s.arms.to_dict("records"):
         stage = r["stage"] + (f" {r['overrides']}" if r["overrides"] not in ("", "{}") else "")
         lines.append(
