@@ -1,5 +1,5 @@
 """The summary of a study (08_study): per-arm pass@1 over training seeds with two-level bootstrap intervals, paired
-comparisons between arms, pass@k curves, their tables and figures.
+comparisons between arms, pass@k curves and their tables (the figures: `codelib.reports.study_figures`).
 
 Intervals: per arm, pass@1 is the mean over seeds of each seed's mean over tasks; its interval is a two-level
 bootstrap (resample seeds, then tasks), so an arm whose seeds disagree gets a wider interval than one whose seeds
@@ -20,8 +20,13 @@ import numpy as np
 
 from codelib.evaluation.passk import curves_frame, pass_at_k_matrix
 from codelib.plumbing.params import REPO_ROOT, atomic_write_text
-from codelib.plumbing.stages import STAGES, color_of
-from codelib.reports import save_figures
+from codelib.reports.study_figures import (  # noqa: F401  (the figures' names stay importable from here)
+    make_figures,
+    plot_arms,
+    plot_comparisons,
+    plot_curves,
+    shown_pairs,
+)
 from codelib.runner.study_file import Study, finished, load_study, load_summaries
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -272,7 +277,7 @@ def summary_markdown(s: StudySummary, cfg: StudyReportConfig) -> str:
             f"[{_pct(r['ci_low'])}, {_pct(r['ci_high'])}] | [{_pct(r['task_ci_low'])}, "
             f"{_pct(r['task_ci_high'])}] | {_pct(r['seed_sd'])} | {r['per_seed']} | {r['avg_tokens']:.1f} |"
         )
-    shown = _shown(s.comparisons)
+    shown = shown_pairs(s.comparisons)
     if len(shown):
         hidden = len(s.comparisons) - len(shown)
         lines += [
@@ -297,13 +302,6 @@ def summary_markdown(s: StudySummary, cfg: StudyReportConfig) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _shown(comparisons):
-    """The pairs summary.md and the comparisons figure show (every pair when the study names none)."""
-    if not len(comparisons) or "shown" not in comparisons:
-        return comparisons
-    return comparisons[comparisons["shown"].astype(bool)]
-
-
 def write_summary(s: StudySummary, cfg: StudyReportConfig) -> dict[str, Path]:
     out = s.study.summary_dir
     paths = {
@@ -319,102 +317,3 @@ def write_summary(s: StudySummary, cfg: StudyReportConfig) -> dict[str, Path]:
 
     atomic_write_text(out / "pass_at_k.csv", curves_frame(s.curves).to_csv(index=False))
     return paths
-
-
-def plot_arms(s: StudySummary):
-    """pass@1 per arm: the mean over seeds with its two-level 95% interval, and every seed as a point."""
-    import matplotlib.pyplot as plt
-
-    df = s.arms
-    fig, ax = plt.subplots(figsize=(max(5.5, 1.2 * len(df) + 2), 4.2))
-    rng = np.random.default_rng(0)
-    for i, r in enumerate(df.to_dict("records")):
-        color = STAGES[r["stage"]].color if r["stage"] in STAGES else color_of(r["arm"])  # one colour per stage
-        ax.errorbar(
-            i,
-            100 * r["pass@1"],
-            yerr=[[100 * (r["pass@1"] - r["ci_low"])], [100 * (r["ci_high"] - r["pass@1"])]],
-            fmt="D",
-            color=color,
-            capsize=6,
-            markersize=7,
-            zorder=3,
-        )
-        ax.errorbar(
-            i + 0.22,
-            100 * r["pass@1"],
-            yerr=[[100 * (r["pass@1"] - r["task_ci_low"])], [100 * (r["task_ci_high"] - r["pass@1"])]],
-            fmt="none",
-            ecolor=color,
-            alpha=0.4,
-            capsize=3,
-        )
-        seeds = s.per_seed[s.per_seed["arm"] == r["arm"]]
-        if len(seeds):
-            ax.scatter(
-                i - 0.18 + rng.uniform(-0.06, 0.06, len(seeds)),
-                100 * seeds["pass@1"],
-                color=color,
-                alpha=0.8,
-                s=22,
-                zorder=4,
-            )
-    ax.set_xticks(range(len(df)), df["arm"], rotation=20, ha="right")
-    ax.set_ylabel("held-out pass@1 (%)")
-    ax.set_title(
-        "mean over seeds ◆ with 95% CI (seeds + tasks); dots: one per seed; faint bar: tasks only", fontsize=9
-    )
-    ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    return fig
-
-
-def plot_comparisons(s: StudySummary):
-    """Paired differences of pass@1 with their two-level intervals (a forest plot); 0 = no difference."""
-    import matplotlib.pyplot as plt
-
-    df = _shown(s.comparisons)
-    fig, ax = plt.subplots(figsize=(6.5, 0.5 * max(len(df), 1) + 1.5))
-    for i, r in enumerate(df.to_dict("records")):
-        ax.errorbar(
-            100 * r["diff"],
-            i,
-            xerr=[[100 * (r["diff"] - r["ci_low"])], [100 * (r["ci_high"] - r["diff"])]],
-            fmt="o",
-            color="C0" if r["ci_low"] > 0 else ("C3" if r["ci_high"] < 0 else "0.4"),
-            capsize=4,
-        )
-    ax.axvline(0, color="k", lw=0.8)
-    ax.set_yticks(range(len(df)), [f"{r['a']} − {r['b']}" for r in df.to_dict("records")])
-    ax.invert_yaxis()
-    ax.set_xlabel("Δ pass@1 (points), paired over tasks, 95% CI over seeds and tasks")
-    ax.set_title("Paired differences between arms: blue, a ahead; red, b ahead; grey, no clear difference", fontsize=9)
-    ax.grid(axis="x", alpha=0.3)
-    fig.tight_layout()
-    return fig
-
-
-def plot_curves(s: StudySummary):
-    """pass@k per arm (mean over seeds, two-level band) with each seed's curve as a thin line."""
-    from codelib.evaluation import passk
-
-    fig = passk.plot_curves(
-        {g: c for g, c in s.curves.items()}, title="pass@k: mean over seeds, 95% CI (seeds + tasks)"
-    )
-    ax = fig.axes[0]
-    for name, c in s.curves.items():
-        for ys in c["per_seed"] if len(c["per_seed"]) > 1 else []:
-            ax.plot(c["k"], 100 * np.asarray(ys), color=color_of(name), lw=0.6, alpha=0.5)
-    return fig
-
-
-def make_figures(s: StudySummary, show: bool = True) -> dict[str, Path]:
-    import matplotlib
-
-    if not show:
-        matplotlib.use("Agg")
-
-    figs = {"pass_at_1_seeds": plot_arms(s), "pass_at_k": plot_curves(s)}
-    if len(s.comparisons):
-        figs["comparisons"] = plot_comparisons(s)
-    return save_figures(figs, s.study.summary_dir / "figures", show)
