@@ -157,6 +157,20 @@ def test_a_quantity_no_run_computed_is_a_not_computed_panel(runs):
     plt.close(fig)
 
 
+def test_a_short_run_has_whole_steps_on_its_axes(runs):
+    # a 5-step run in the browser drew its KL panel (logged every 2 steps) with ticks at steps 2.5, 3.5, ...
+    run = runs / "checkpoints" / PROFILE / "short"
+    run.mkdir(parents=True)
+    rows5 = [{"step": i, "pass_rate": 0.1 * i, "kl": 0.01 * i if i % 2 == 0 else None} for i in range(1, 6)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows5))
+    fig = reports.plot_run(run, keys=["kl", "pass_rate"])
+    for ax in fig.axes[:2]:
+        lo, hi = ax.get_xlim()
+        ticks = [t for t in ax.get_xticks() if lo <= t <= hi]
+        assert ticks and all(float(t).is_integer() for t in ticks), (ax.get_title(), ticks)
+    plt.close(fig)
+
+
 def test_eval_figures(runs):
     summaries = reports.load_summaries(PROFILE)
     # pass@1: bars in stage colours, labels above the interval caps, % axis

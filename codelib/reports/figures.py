@@ -13,6 +13,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
 from codelib.engine.verdicts import VERDICT_CLASSES
 from codelib.plumbing.params import REPO_ROOT, read_jsonl
@@ -263,6 +264,7 @@ def plot_training_curves(profile: str, stages: list[str], window: int = 5):
         ax.set_title(title, fontsize=10)
         if len(missing) < len(metrics):
             ax.set_xlabel("step")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # no step 2.5 on a short run
             if p:
                 pct_axis(ax)
         ax.grid(alpha=0.3)
@@ -316,6 +318,7 @@ def plot_run(run: str | Path, keys: list[str] | None = None, window: int = 5):
             ax.plot(x, y, alpha=0.3, color=color)
             ax.plot(x, smooth(y, window), color=color)
             ax.set_xlabel("step")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             if p:
                 pct_axis(ax)
         else:
