@@ -260,7 +260,7 @@ def test_probe_repair_examples_carry_the_answer_in_the_feedback_only():
 
 
 @pytest.mark.slow
-def test_evaluate_reports_the_probe_beside_the_held_out_tasks(tiny_sft, tmp_path, monkeypatch):
+def test_evaluate_reports_the_probe_beside_the_held_out_tasks(tiny_sft, tmp_path, monkeypatch, capsys):
     """probe_eval adds the probe's comparison: its own cache, a section of summary.md, rows of comparisons.csv and
     figures; the held-out split's summaries are what evaluate returns."""
     import pandas as pd
@@ -286,6 +286,10 @@ def test_evaluate_reports_the_probe_beside_the_held_out_tasks(tiny_sft, tmp_path
     assert "# Held-out tasks" in text and "# Probe: the answer only in the tests" in text
     assert set(pd.read_csv(report / "comparisons.csv")["task_set"]) == {"held_out", "probe"}
     assert (report / "figures" / "success_by_turn_probe.png").exists()
+    said = capsys.readouterr().out  # minutes of evaluation in the pipeline's log used to print nothing
+    assert "[repair eval 1/2] sft: 3 synthetic/" in said and "[repair eval 2/2] sft (probe): done in" in said
+    trainer.evaluate(cfg)
+    assert "[repair eval 2/2] sft (probe): up to date, skipped" in capsys.readouterr().out
 
 
 @pytest.mark.slow

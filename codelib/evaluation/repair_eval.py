@@ -8,6 +8,7 @@ stage's Config (`codelib.trainers.repair.Config`). The episodes are `codelib.eng
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -125,10 +126,13 @@ def evaluate(cfg, force: bool = False) -> dict[str, dict]:
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     results: dict[str, dict] = {}
+    total, k = len(eval_sets(cfg)) * len(cfg.eval_checkpoints), 0
     for which, (dataset, split, limit) in eval_sets(cfg).items():
         tasks = load_tasks(dataset, split)[: limit or None]
         summaries = results.setdefault(which, {})
         for name, path in cfg.eval_checkpoints.items():
+            k += 1
+            tag = f"[repair eval {k}/{total}] {name}" + (f" ({which})" if which else "")
             out = eval_dir(cfg, name, which)
             source = checkpoint_source(path)  # params-file paths are the repo's, whatever the cwd (a notebook's)
             settings = {"checkpoint": source, "tasks": len(tasks), "dataset": dataset, "eval_split": split}
@@ -137,9 +141,17 @@ def evaluate(cfg, force: bool = False) -> dict[str, dict]:
             if not force and done.exists() and (out / "settings.json").exists():
                 if json.loads((out / "settings.json").read_text()) == settings:
                     summaries[name] = json.loads(done.read_text())
+                    print(f"{tag}: up to date, skipped (force re-runs it)", flush=True)
                     continue
+            print(
+                f"{tag}: {len(tasks)} {dataset}/{split} tasks x {cfg.eval_samples} episodes x 3 arms, "
+                f"{cfg.turns} turns",
+                flush=True,
+            )
+            t0 = time.time()
             model, tokenizer = load_policy(source)
             summaries[name] = evaluate_repair(model, tokenizer, tasks, cfg, out)
+            print(f"{tag}: done in {time.time() - t0:.0f} s", flush=True)
             (out / "settings.json").write_text(json.dumps(settings, indent=1))
             del model
     write_report(cfg, results[""], results.get(PROBE))
