@@ -43,6 +43,15 @@ def small_model(tmp_path_factory):
     return models.build_tiny_model(tmp_path_factory.mktemp("tiny") / "base", steps=4, n_train=300, batch_size=8)
 
 
+def test_building_the_tiny_model_prints_no_library_bar(tmp_path, capfd):
+    # the pipeline's log showed transformers' "Writing model shards: 100%|...| 1/1" after the pretraining lines
+    from transformers.utils import logging as hf_logging
+
+    models.build_tiny_model(tmp_path / "base", steps=1, n_train=50, batch_size=8)
+    assert "Writing model shards" not in capfd.readouterr().err
+    assert hf_logging.is_progress_bar_enabled()  # switched back on for everything else
+
+
 def test_tokenizer_splits_digits_and_adds_nothing(tokenizer):
     tokens = tokenizer.tokenize("return x + 12345")
     assert tokens[-5:] == ["1", "2", "3", "4", "5"]

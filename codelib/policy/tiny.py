@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers.utils import logging as hf_logging
 
 from codelib.tasks import synthetic
 
@@ -197,7 +198,13 @@ def build_tiny_model(
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.save_pretrained(tmp)
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # a "Writing model shards 1/1" bar for one file: noise in the pipeline's log
+    try:
+        model.save_pretrained(tmp)
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
     tokenizer.save_pretrained(tmp)
     record = {
         "settings": asdict(cfg),
