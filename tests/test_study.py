@@ -1,6 +1,7 @@
 """Studies: the two-level bootstrap, paired comparisons, pass@k curves, strict study files, resume after a kill,
 and a smoke study (2 arms x 2 seeds) run end to end through papermill."""
 
+import copy
 import json
 from pathlib import Path
 
@@ -115,6 +116,16 @@ GOOD = {
     "references": {"sft": "checkpoints/smoke/sft"},
     "baseline": "sft",
     "eval": {"limit": 4, "n_samples": 2, "ks": [1, 2]},
+}
+
+TWO_ARMS = {  # two arms from the tiny base, no references: the runner's tests
+    **GOOD,
+    "references": {},
+    "baseline": "",
+    "arms": {
+        "a": {"stage": "02_reinforce", "params": {"init": "tiny"}},
+        "b": {"stage": "03_ppo", "params": {"init": "tiny"}},
+    },
 }
 
 
@@ -254,15 +265,7 @@ def recorder(calls: list, kill_at: int | None = None):
 def test_a_killed_study_resumes_and_reruns_only_what_changed(tmp_path, monkeypatch):
     monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "checkpoints"))
     monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "reports"))
-    data = {
-        **GOOD,
-        "references": {},
-        "baseline": "",
-        "arms": {
-            "a": {"stage": "02_reinforce", "params": {"init": "tiny"}},
-            "b": {"stage": "03_ppo", "params": {"init": "tiny"}},
-        },
-    }
+    data = copy.deepcopy(TWO_ARMS)  # a test below edits its arms
     path = write_study(tmp_path, data)
     go = dict(evaluate=False, summarise=False, log=lambda *_: None)
 
@@ -319,16 +322,7 @@ def test_jobs_train_runs_at_once_and_a_failed_run_stops_no_other(tmp_path, monke
 
     monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "checkpoints"))
     monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "reports"))
-    data = {
-        **GOOD,
-        "references": {},
-        "baseline": "",
-        "jobs": 2,
-        "arms": {
-            "a": {"stage": "02_reinforce", "params": {"init": "tiny"}},
-            "b": {"stage": "03_ppo", "params": {"init": "tiny"}},
-        },
-    }
+    data = {**copy.deepcopy(TWO_ARMS), "jobs": 2}
     path = write_study(tmp_path, data)
     assert study.load_study(path).jobs == 2
     together = threading.Barrier(2, timeout=20)  # broken (an error) unless two runs are inside execute at once
@@ -357,15 +351,7 @@ def test_jobs_train_runs_at_once_and_a_failed_run_stops_no_other(tmp_path, monke
 def test_only_trains_the_named_arms_and_the_evaluation_leaves_out_unfinished_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "checkpoints"))
     monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "reports"))
-    data = {
-        **GOOD,
-        "references": {},
-        "baseline": "",
-        "arms": {
-            "a": {"stage": "02_reinforce", "params": {"init": "tiny"}},
-            "b": {"stage": "03_ppo", "params": {"init": "tiny"}},
-        },
-    }
+    data = copy.deepcopy(TWO_ARMS)  # a test below edits its arms
     path = write_study(tmp_path, data)
     calls: list[str] = []
     evaluated: list[list[str]] = []
