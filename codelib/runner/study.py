@@ -194,15 +194,12 @@ def run_study(
         if stamp.get("key") != key["key"] or stamp.get("status") == "finished" or forced:
             # changed params or code (or a forced rerun): the trainer must not resume the old run's checkpoint
             if rdir.exists():
-                why = (
-                    "forced"
-                    if forced
-                    else "its params, code or start changed"
-                    if stamp.get("key") != key["key"]
-                    else "its notebook or run directory is gone"
-                    if stamp
-                    else "no record of it"
-                )
+                if forced:
+                    why = "forced"
+                elif stamp.get("key") != key["key"]:
+                    why = "its params, code or start changed"
+                else:
+                    why = "its notebook or run directory is gone" if stamp else "no record of it"
                 log(f"{tag}: {why}; removing its old run directory")
                 shutil.rmtree(rdir)
         else:
