@@ -125,6 +125,31 @@ def test_trl_grpo_qlora_trains_fp32_adapters(tiny_sft):
 
 @pytest.mark.gpu
 @gpu
+def test_the_engine_checkpoints_activations_on_a_gpu(ckpt_root, tiny_base):
+    """A bf16 LoRA policy on CUDA recomputes activations in the backward pass (a 7B PPO update ran out of memory
+    without it); the two steps train and write their adapter."""
+    from codelib.policy.logprobs import activations_checkpointed
+    from codelib.policy.models import add_lora
+    from codelib.trainers import reinforce
+
+    cfg = reinforce.Config(
+        profile="test",
+        stage="gpu_ckpt",
+        init=str(tiny_base),
+        steps=2,
+        batch_size=4,
+        max_new_tokens=16,
+        report_to="none",
+        limit=8,
+    )
+    model, _ = add_lora(cfg)
+    assert activations_checkpointed(model)
+    run = reinforce.train(cfg)
+    assert (run / "adapter_model.safetensors").is_file()
+
+
+@pytest.mark.gpu
+@gpu
 def test_vllm_starts_beside_a_loaded_model(tiny_base):
     pytest.importorskip("vllm")
     from codelib.policy.models import load_policy

@@ -302,3 +302,41 @@ def _lora_path(model) -> str:
     from peft.tuners.lora import LoraLayer
 
     return next(n for n, m in model.named_modules() if isinstance(m, LoraLayer))
+
+
+def test_checkpointed_activations_give_the_same_lora_gradients(small_model):
+    """On a GPU the engine recomputes activations in the backward pass (`checkpoint_activations`, else a 7B PPO
+    update runs out of memory): the packed and the shared-prompt log-prob paths must give the gradients they give
+    without it (checkpointed, the shared-prompt path falls back to the packed one), and sampling (eval mode) must
+    still run."""
+    from codelib.policy import logprobs
+
+    def grads(on: bool):
+        model, tok = models.load_policy(small_model, trainable=True)
+        dtypes.add(model.dtype)
+        assert models.checkpoint_activations(model, on=on) is on
+        torch.manual_seed(0)
+        peft_model = _lora(model, init=False)  # B != 0: the adapter acts in the forward
+        peft_model.train()
+        prompts = [tok("def f(x):")["input_ids"]] * 2 + [tok("def g(a, b):")["input_ids"]] * 2
+        completions = [tok(c)["input_ids"] for c in (" return x", " return x + 1", " return a", " return b * 2")]
+        batch = logprobs.make_batch(prompts, completions, tok.pad_token_id)
+        logp = logprobs.token_logprobs(peft_model, batch, shared=True)
+        assert logprobs.activations_checkpointed(peft_model) is on
+        (logp * batch.completion_mask).sum().backward()
+        out = {n: p.grad.clone() for n, p in peft_model.named_parameters() if p.requires_grad}
+        peft_model.eval()
+        ids = torch.tensor([prompts[0]])
+        gen = peft_model.generate(
+            input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=3, do_sample=False
+        )
+        assert gen.shape[1] == ids.shape[1] + 3
+        return out
+
+    dtypes = set()
+    plain, checkpointed = grads(False), grads(True)
+    (dtype,) = dtypes
+    assert plain.keys() == checkpointed.keys() and len(plain) > 0
+    assert any(float(g.abs().sum()) > 0 for g in plain.values())
+    for name, g in plain.items():
+        assert close(checkpointed[name], g, dtype), name  # bf16 on a GPU: the two paths round differently

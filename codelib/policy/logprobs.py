@@ -140,6 +140,14 @@ def token_logprobs(
     return (logp, extras) if extras else logp
 
 
+def activations_checkpointed(model) -> bool:
+    """Whether `model` recomputes activations in the backward pass (transformers renamed the flag in 5.2x)."""
+    for name in ("is_activation_checkpointing", "is_gradient_checkpointing"):
+        if hasattr(type(model), name) or hasattr(getattr(model, "base_model", None), name):
+            return bool(getattr(model, name, False))
+    return False
+
+
 def _tempered(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     return logits if temperature == 1.0 else logits / temperature
 
@@ -231,7 +239,7 @@ def shared_prefix_logprobs(
 def _shared_prefix_logprobs(
     model, batch: Batch, with_entropy: bool, with_hidden: bool, temperature: float, share_at_most: float
 ):
-    if model.training and getattr(model, "is_gradient_checkpointing", False):  # QLoRA's prep: no cache in training
+    if model.training and activations_checkpointed(model):  # QLoRA's prep, or a GPU's engine: no cache in training
         return None
     comp = batch.completion_mask  # [B, T-1]
     B, T1 = comp.shape

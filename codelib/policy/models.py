@@ -213,9 +213,16 @@ def _load_adapter(path: Path, load_in_4bit: bool, dtype, device_map, trainable: 
     has_tokenizer = any((path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json"))
     tokenizer = _load_tokenizer(path if has_tokenizer else base_source)
     if trainable and load_in_4bit:
-        base = prepare_model_for_kbit_training(base)
+        base = prepare_kbit(base)
     model = PeftModel.from_pretrained(base, path, is_trainable=trainable)
     return _finish(model, tokenizer, load_in_4bit=False, trainable=trainable)
+
+
+def prepare_kbit(model):
+    """peft's preparation of a 4-bit model for training (fp32 norms, activation checkpointing), non-reentrant: the
+    reentrant default warns "None of the inputs have requires_grad=True" on every no-grad forward in training mode
+    (the engine's old-policy pass) and needs the embeddings' outputs to require grad."""
+    return prepare_model_for_kbit_training(model, gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
 def _finish(model, tokenizer, load_in_4bit: bool, trainable: bool):
@@ -223,7 +230,7 @@ def _finish(model, tokenizer, load_in_4bit: bool, trainable: bool):
         model.generation_config.pad_token_id = tokenizer.pad_token_id
     if trainable:
         if load_in_4bit:
-            model = prepare_model_for_kbit_training(model)
+            model = prepare_kbit(model)
         model.train()
     else:
         model.eval()
@@ -291,11 +298,29 @@ def add_lora(cfg):
     B = 0 at the start, so step 0 *is* the start policy, and the frozen reference is the same network with the
     adapter switched off: no second copy of the model."""
     base, tokenizer = load_policy(starting_model_dir(cfg.init), load_in_4bit=cfg.load_in_4bit, trainable=True)
+    checkpoint_activations(base, on=torch.cuda.is_available() and not cfg.load_in_4bit)
     lora = lora_config(cfg)
     # LoRA's A matrices are drawn from torch's RNG: seed here, so a first run (which also merges the start
     # adapter, drawing from the RNG) and a later one start from the same adapter
     torch.manual_seed(cfg.seed)
     return get_peft_model(base, lora), tokenizer
+
+
+def checkpoint_activations(model, on: bool) -> bool:
+    """Recompute the activations in the backward pass instead of holding them (`on`: where CUDA is, as TRL's stages
+    do through `trainer_args`; a 4-bit model has it from peft's `prepare_model_for_kbit_training`). A 7B LoRA
+    update of 16 sequences x ~470 tokens holds ~100 GB of activations without it. Off on a CPU, where it only costs
+    time. Sampling runs in eval mode, where it never acts (the KV cache stays on). Returns whether it is on."""
+    from codelib.policy.logprobs import activations_checkpointed
+
+    if on and not activations_checkpointed(model):
+        # transformers 5.2x names it activation_checkpointing_enable; non-reentrant: the frozen embeddings' outputs
+        # need no requires_grad for the adapters' gradients to flow
+        if hasattr(model, "activation_checkpointing_enable"):
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return activations_checkpointed(model)
 
 
 def adapters_fp32(model) -> int:
