@@ -72,7 +72,8 @@ def encode(x, depth: int = 0):
     if t is float:
         return x if math.isfinite(x) else {"f": repr(x)}
     if t is list:
-        return [encode(v, depth + 1) for v in x]
+        flat = _flat(x)
+        return flat if flat is not None else [encode(v, depth + 1) for v in x]
     if t is tuple:
         return {"t": [encode(v, depth + 1) for v in x]}
     if t is set:
@@ -94,6 +95,28 @@ def encode(x, depth: int = 0):
         f"a {t.__name__!r} object is not plain data (allowed: None, bool, int, float, str, bytes, "
         "complex, list, tuple, dict, set, frozenset)"
     )
+
+
+_FLAT = frozenset((type(None), bool, str, int, float))
+
+
+def _flat(x: list) -> list | None:
+    """A copy of `x` when it is its own tree: every item None, a bool, a str, an int within 64 bits or a finite
+    float (what `encode` returns unchanged, and `decode` too); None otherwise (the item-by-item path decides). C-speed passes: a
+    10M-int answer is encoded in a fraction of a second, where the item-by-item path took seconds of the program's
+    time limit."""
+    types = set(map(type, x))
+    if not types <= _FLAT:
+        return None
+    numbers = [v for v in x if type(v) in (int, float)] if types & {str, type(None)} else x
+    try:
+        if float in types and not all(map(math.isfinite, numbers)):  # an int beyond a float's range: OverflowError
+            return None
+        if int in types and numbers and (min(numbers) < -_INT64 or max(numbers) >= _INT64):
+            return None  # (a float out there too: the item-by-item path, which gives the same tree)
+    except OverflowError:
+        return None
+    return list(x)
 
 
 HASH_PEERS = 64  # distinct values one hash may have in a set or dict built from untrusted data
@@ -134,7 +157,8 @@ def decode(x, depth: int = 0, extra: str = ""):
             return x
         raise WireError("a non-finite float must travel tagged")
     if t is list:
-        return [decode(v, depth + 1, extra) for v in x]
+        flat = _flat(x)  # JSON gives no nan or inf; an int beyond 64 bits fails `_flat` and raises item by item
+        return flat if flat is not None else [decode(v, depth + 1, extra) for v in x]
     if t is not dict or len(x) != 1:
         raise WireError(f"not a plain-data node: {_short(x)}")
     ((tag, v),) = x.items()
