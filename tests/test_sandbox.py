@@ -807,7 +807,7 @@ def test_a_flat_list_is_encoded_at_c_speed_into_the_same_tree():
     range beside a float, subclasses), and an answer of 10M ints no longer costs seconds of the program's limit."""
     from codelib.sandbox import wire
 
-    class I(int):
+    class IntSub(int):
         pass
 
     lists = [
@@ -823,7 +823,7 @@ def test_a_flat_list_is_encoded_at_c_speed_into_the_same_tree():
         ["a", None, 7, 2.5, True],
         ["a", 1 << 70],
         ["a", float("inf")],
-        [I(3), 4],
+        [IntSub(3), 4],
         [[1], 2],
         [(1, 2)],
     ]
@@ -836,11 +836,11 @@ def test_a_flat_list_is_encoded_at_c_speed_into_the_same_tree():
         assert fast == item_by_item(x) and json.dumps(fast) == json.dumps(item_by_item(x)), x
         assert fast is not x  # a copy: the program's later mutations of its list are not the answer's
         back = wire.decode(wire.loads(json.dumps(fast)))
-        assert repr(back) == repr([int(v) if type(v) is I else v for v in x]), x  # repr: nan != nan
+        assert repr(back) == repr([int(v) if type(v) is IntSub else v for v in x]), x  # repr: nan != nan
     for untagged in ([1 << 63], [1, -(1 << 63) - 1], ["a", 1 << 64]):  # must travel in hex: refused, not taken flat
         with pytest.raises(wire.WireError, match="64 bits"):
             wire.decode(untagged)
-    assert wire._flat([1 << 63]) is None and wire._flat([float("nan")]) is None and wire._flat([I(1)]) is None
+    assert wire._flat([1 << 63]) is None and wire._flat([float("nan")]) is None and wire._flat([IntSub(1)]) is None
     assert wire._flat([1, "a", None, True, 2.5]) == [1, "a", None, True, 2.5]
     big = [0] * 10_000_000
     assert wire._flat(big) is not None  # the fast path takes it (the item-by-item path took ~3 s here)
