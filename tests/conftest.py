@@ -27,6 +27,18 @@ def tiny_base(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def default_tiny():
+    """(the default tiny base model, checkpoints/tiny/base, as the pipeline and `init: tiny` use it; whether this
+    session built it from nothing): the first test that needs it builds it, later ones reuse it."""
+    from dataclasses import asdict
+
+    from codelib.policy import tiny
+
+    fresh = tiny._read_build(tiny.TINY_DIR) != asdict(tiny.TinyBuild())
+    return tiny.build_tiny_model(), fresh
+
+
+@pytest.fixture(scope="session")
 def tiny_sft(ckpt_root, tiny_base):
     """A LoRA SFT adapter on the tiny base (a few steps), as the RL and DPO stages start from."""
     from codelib.trainers import sft

@@ -4,7 +4,7 @@ import pytest
 
 
 @pytest.mark.slow
-def test_gpu_bench_runs_each_trainer_and_reports_ratios(tmp_path, capsys):
+def test_gpu_bench_runs_each_trainer_and_reports_ratios(tmp_path, capsys, default_tiny):
     from bench import gpu
 
     out = tmp_path / "bench.json"

@@ -153,10 +153,12 @@ def test_4bit_without_cuda_says_so(small_model):
 
 
 @pytest.mark.slow
-def test_default_tiny_model_builds_from_nothing_and_generates(tmp_path):
+def test_default_tiny_model_builds_from_nothing_and_generates(tmp_path, default_tiny):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    out = models.build_tiny_model(tmp_path / "base")  # its time is a benchmark's business, not a test's
+    out, fresh = default_tiny  # built from nothing in this session (a fresh clone: CI), else built here
+    if not fresh:
+        out = models.build_tiny_model(tmp_path / "base")  # its time is a benchmark's business, not a test's
     model = AutoModelForCausalLM.from_pretrained(out)
     tokenizer = AutoTokenizer.from_pretrained(out)
     assert 0.85e6 < sum(p.numel() for p in model.parameters()) < 1.0e6
