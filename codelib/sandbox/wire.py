@@ -102,9 +102,9 @@ _FLAT = frozenset((type(None), bool, str, int, float))
 
 def _flat(x: list) -> list | None:
     """A copy of `x` when it is its own tree: every item None, a bool, a str, an int within 64 bits or a finite
-    float (what `encode` returns unchanged, and `decode` too); None otherwise (the item-by-item path decides). C-speed passes: a
-    10M-int answer is encoded in a fraction of a second, where the item-by-item path took seconds of the program's
-    time limit."""
+    float (what `encode` returns unchanged, and `decode` too); None otherwise (the item-by-item path decides).
+    C-speed passes: a 10M-int answer is encoded in a fraction of a second, where the item-by-item path took seconds
+    of the program's time limit."""
     types = set(map(type, x))
     if not types <= _FLAT:
         return None
