@@ -141,11 +141,10 @@ def token_logprobs(
 
 
 def activations_checkpointed(model) -> bool:
-    """Whether `model` recomputes activations in the backward pass (transformers renamed the flag in 5.2x)."""
-    for name in ("is_activation_checkpointing", "is_gradient_checkpointing"):
-        if hasattr(type(model), name) or hasattr(getattr(model, "base_model", None), name):
-            return bool(getattr(model, name, False))
-    return False
+    """Whether `model` recomputes activations in the backward pass (transformers renamed the flag in 5.2x; the old
+    name warns there)."""
+    flag = getattr(model, "is_activation_checkpointing", None)
+    return bool(getattr(model, "is_gradient_checkpointing", False) if flag is None else flag)
 
 
 def _tempered(logits: torch.Tensor, temperature: float) -> torch.Tensor:

@@ -21,6 +21,7 @@ from peft import LoraConfig, PeftModel, get_peft_model, prepare_model_for_kbit_t
 from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
 
 from codelib.plumbing.params import resolve
+from codelib.policy.logprobs import activations_checkpointed
 from codelib.policy.tiny import (
     BOS,
     BUILD_FILE,
@@ -311,8 +312,6 @@ def checkpoint_activations(model, on: bool) -> bool:
     do through `trainer_args`; a 4-bit model has it from peft's `prepare_model_for_kbit_training`). A 7B LoRA
     update of 16 sequences x ~470 tokens holds ~100 GB of activations without it. Off on a CPU, where it only costs
     time. Sampling runs in eval mode, where it never acts (the KV cache stays on). Returns whether it is on."""
-    from codelib.policy.logprobs import activations_checkpointed
-
     if on and not activations_checkpointed(model):
         # transformers 5.2x names it activation_checkpointing_enable; non-reentrant: the frozen embeddings' outputs
         # need no requires_grad for the adapters' gradients to flow

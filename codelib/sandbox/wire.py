@@ -72,7 +72,7 @@ def encode(x, depth: int = 0):
     if t is float:
         return x if math.isfinite(x) else {"f": repr(x)}
     if t is list:
-        flat = _flat(x)
+        flat = _flat(x) if len(x) > _FLAT_FROM else None
         return flat if flat is not None else [encode(v, depth + 1) for v in x]
     if t is tuple:
         return {"t": [encode(v, depth + 1) for v in x]}
@@ -98,6 +98,7 @@ def encode(x, depth: int = 0):
 
 
 _FLAT = frozenset((type(None), bool, str, int, float))
+_FLAT_FROM = 32  # shorter lists go item by item: their few calls cost less than `_flat`'s passes
 
 
 def _flat(x: list) -> list | None:
@@ -157,7 +158,8 @@ def decode(x, depth: int = 0, extra: str = ""):
             return x
         raise WireError("a non-finite float must travel tagged")
     if t is list:
-        flat = _flat(x)  # JSON gives no nan or inf; an int beyond 64 bits fails `_flat` and raises item by item
+        # JSON gives no nan or inf; an int beyond 64 bits fails `_flat` and raises item by item
+        flat = _flat(x) if len(x) > _FLAT_FROM else None
         return flat if flat is not None else [decode(v, depth + 1, extra) for v in x]
     if t is not dict or len(x) != 1:
         raise WireError(f"not a plain-data node: {_short(x)}")
