@@ -1,4 +1,6 @@
-"""The GPU benchmark's plumbing, run on the tiny model on a CPU (the figures themselves come from a GPU machine)."""
+"""The benchmarks' plumbing, run on the tiny model on a CPU (the GPU figures themselves come from a GPU machine)."""
+
+import json
 
 import pytest
 
@@ -68,3 +70,39 @@ def test_rl_bench_ratio_spread_over_rounds():
     trl = {"round_step_s": [1.0, 0.8, 0.9]}
     ours = {"round_step_s": [0.5, 0.5, 0.4]}
     assert rl.round_ratios(trl, ours) == (1.6, 2.25)
+
+
+def test_stage_bench_sums_each_runs_steps_and_divides_trls_time_by_it():
+    """bench.stage: a run's loop time is the sum of its steps' time_s, TRL's over it is the ratio; a run that logged
+    no sandbox share shows "-"; --set / --all values must be KEY=VALUE."""
+    from bench import stage
+
+    own = stage.summarise([{"step": 1, "time_s": 1.0, "sandbox_share": 0.2}, {"step": 2, "time_s": 3.0}, {"x": 1}])
+    assert own == {"steps": 2, "loop_s": 4.0, "median_step_s": 2.0, "sandbox_share": 0.2}
+    trl = {**stage.summarise([{"time_s": 5.0}, {"time_s": 5.0}]), "wall_s": 20.0}
+    assert trl["sandbox_share"] is None
+    text = stage.report({"own": {**own, "wall_s": 9.0}, "trl": trl}, "head")
+    own_line, trl_line = text.splitlines()[2:4]
+    assert own_line.split()[-1] == "2.50x" and own_line.split()[-2] == "20%"
+    assert trl_line.split()[-1] == "1.00x" and trl_line.split()[-2] == "-"
+    assert stage.runs(["shared_prefix=true"])["own shared_prefix=true"] == ["backend=own", "shared_prefix=true"]
+    with pytest.raises(SystemExit, match="KEY=VALUE"):
+        stage.runs(["shared_prefix"])
+    with pytest.raises(ValueError, match="time_s"):
+        stage.summarise([{"step": 1}])
+
+
+@pytest.mark.slow
+def test_stage_bench_runs_the_grpo_stage_on_both_backends(tmp_path, tiny_sft, capsys):
+    """bench.stage end to end on one short step: the own engine and TRL's trainer each run the tiny GRPO params in a
+    process of their own, under a temporary checkpoints root (nothing lands in the repository's)."""
+    from bench import stage
+
+    out = tmp_path / "stage.json"
+    args = ["--steps", "1", "--all", "prompts_per_step=2", "--all", "num_generations=2", "--all", "save_every=1"]
+    res = stage.main(args + ["--init", str(tiny_sft), "--json", str(out)])
+    assert set(res) == {"own", "trl"} and all(r["steps"] == 1 and r["loop_s"] > 0 for r in res.values())
+    assert all(r["wall_s"] > r["loop_s"] for r in res.values())  # the process also imported and loaded the model
+    assert "TRL / this" in capsys.readouterr().out
+    assert json.loads(out.read_text())["results"]["trl"]["steps"] == 1
+    assert not list(stage.ROOT.glob("checkpoints/*/bench_stage_*"))

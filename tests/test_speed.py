@@ -24,22 +24,27 @@ class _Tok:
         return [self.decode(r, skip_special_tokens) for r in rows]
 
 
-@pytest.fixture(scope="module")
-def model():
-    torch.set_num_threads(1)
+def _llama(vocab_size: int = 32, layers: int = 2, positions: int = 128) -> LlamaForCausalLM:
+    """A small random Llama (seed 0): hidden 32, 4 heads, eos and pad 0."""
     torch.manual_seed(0)
     cfg = LlamaConfig(
-        vocab_size=32,
+        vocab_size=vocab_size,
         hidden_size=32,
         intermediate_size=64,
-        num_hidden_layers=2,
+        num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=4,
-        max_position_embeddings=128,
+        max_position_embeddings=positions,
         eos_token_id=0,
         pad_token_id=0,
     )
-    return LlamaForCausalLM(cfg).eval()
+    return LlamaForCausalLM(cfg)
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.set_num_threads(1)
+    return _llama().eval()
 
 
 def test_packed_log_probs_equal_padded_ones_values_and_gradients(model):
@@ -268,3 +273,33 @@ def test_the_stop_checks_batch_decode_gives_transformers_strings():
     tok.clean_up_tokenization_spaces = True
     assert generation.batch_decoder(tok).__code__ is generation.batch_decoder(_Tok()).__code__
     assert generation.batch_decoder(tok)(rows) == tok.batch_decode(rows, skip_special_tokens=True)
+
+
+def test_shared_prefix_gradients_are_the_same_on_every_run_with_two_threads():
+    """Each prompt's samples take its last logits and hidden state by index_select: indexing with repeated rows
+    (`x[sel]`) backpropagates through an accumulating index_put whose CPU kernel adds from several threads at once, so
+    the gradients came out in another float order on every run (a shared_prefix run drifted from its own rerun)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        big = _llama(vocab_size=1024, layers=1, positions=256).train()  # 128 rows x 1024: a parallel backward
+        g = torch.Generator().manual_seed(3)
+        distinct = [
+            torch.randint(1, 1024, (int(n),), generator=g).tolist() for n in torch.randint(20, 60, (32,), generator=g)
+        ]
+        rows = torch.randperm(128, generator=g).tolist()  # each prompt 4 times, scattered over the batch
+        comps = [
+            torch.randint(1, 1024, (int(n),), generator=g).tolist() for n in torch.randint(2, 20, (128,), generator=g)
+        ]
+        batch = make_batch([distinct[r % 32] for r in rows], comps, pad_id=0)
+        mask = batch.completion_mask
+        grads = []
+        for _ in range(4):
+            big.zero_grad()
+            logp, ex = token_logprobs(big, batch, with_entropy=True, with_hidden=True, shared=True)
+            ((logp * mask).sum() + (ex["entropy"] * mask).sum() + (ex["hidden"].sum(-1) * mask).sum()).backward()
+            grads.append(torch.cat([q.grad.flatten() for q in big.parameters()]))
+        assert shared_prefix_logprobs(big, batch) is not None  # the shared path ran
+        assert all(torch.equal(grads[0], x) for x in grads[1:]), max(float((grads[0] - x).abs().max()) for x in grads)
+    finally:
+        torch.set_num_threads(threads)

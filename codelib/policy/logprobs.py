@@ -293,8 +293,11 @@ def _shared_prefix_logprobs(
             use_cache=False,
             output_hidden_states=with_hidden,
         )
-        # the state that predicts completion token j: the prompt's last position for j = 0, completion position j-1
-        logits = _tempered(torch.cat([first.logits[sel, -1:], second.logits[:, :-1]], dim=1).float(), temperature)
+        # the state that predicts completion token j: the prompt's last position for j = 0, completion position j-1.
+        # index_select again: x[sel] with repeated rows backpropagates through an accumulating index_put, whose CPU
+        # kernel adds from several threads at once, so a prompt's gradient summed in another order on every run
+        last = first.logits[:, -1:].index_select(0, sel)
+        logits = _tempered(torch.cat([last, second.logits[:, :-1]], dim=1).float(), temperature)
         logp_all = torch.log_softmax(logits, dim=-1)
         target = (pl - 1)[:, None] + j[None, :]  # [n, L]: its target position in the [B, T-1] layout
 
@@ -302,7 +305,9 @@ def _shared_prefix_logprobs(
         if with_entropy:
             part["entropy"] = _place(-(logp_all.exp() * logp_all).sum(-1), valid, target, T1)
         if with_hidden:
-            hidden = torch.cat([first.hidden_states[-1][sel, -1:], second.hidden_states[-1][:, :-1]], dim=1)
+            hidden = torch.cat(
+                [first.hidden_states[-1][:, -1:].index_select(0, sel), second.hidden_states[-1][:, :-1]], dim=1
+            )
             part["hidden"] = _place(hidden, valid, target, T1)
         parts.append(part)
         rows_done += rows
