@@ -62,7 +62,7 @@ def summarise(rows: list[dict]) -> dict:
 def _checked(pairs: list[str], flag: str) -> list[str]:
     for s in pairs:
         if "=" not in s or s.startswith("="):
-            raise SystemExit(f"{flag} takes KEY=VALUE (e.g. shared_prefix=true); you gave {s!r}")
+            raise ValueError(f"{flag} takes KEY=VALUE (e.g. shared_prefix=true); you gave {s!r}")
     return pairs
 
 
@@ -84,10 +84,10 @@ def run_stage(params: Path, overrides: list[str], checkpoints: Path, stage: str,
     wall = time.time() - t0
     if rc != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
-        raise SystemExit(f"{' '.join(cmd[2:])} ended with exit status {rc}; the end of its output:\n{tail}")
+        raise SystemExit(f"error: {' '.join(cmd[2:])} ended with exit status {rc}; the end of its output:\n{tail}")
     run_dir = next(checkpoints.glob(f"*/{stage}"), None)
     if run_dir is None or not (run_dir / "metrics.jsonl").exists():
-        raise SystemExit(f"{' '.join(cmd[2:])} finished but left no metrics.jsonl under {checkpoints}")
+        raise SystemExit(f"error: {' '.join(cmd[2:])} finished but left no metrics.jsonl under {checkpoints}")
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     return wall, rows
 
@@ -138,6 +138,10 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
     if args.steps < 0 or args.rounds < 1:
         ap.error("--steps must be 0 (the params' own) or more, and --rounds at least 1")
+    try:
+        runs(args.set), _checked(args.all, "--all")
+    except ValueError as e:
+        ap.error(str(e))
     from codelib.plumbing.params import load_yaml
     from codelib.plumbing.paths import resolve
 
@@ -148,7 +152,7 @@ def main(argv: list[str] | None = None) -> dict:
     cfg.update(dict(kv.split("=", 1) for kv in args.all if "=" in kv))  # what every run gets, for the heading
     init = args.init or str(resolve(cfg["init"]))  # resolved before the runs' checkpoints root moves
     if not Path(init).exists():
-        raise SystemExit(f"the start adapter {init} does not exist: run `make demo` (or its SFT stage) first")
+        ap.error(f"the start adapter {init} does not exist: run `make demo` (or its SFT stage) first, or give --init")
     load0 = os.getloadavg()
     results = bench(args.profile, args.steps, args.rounds, args.set, init, args.all)
     load1 = os.getloadavg()

@@ -117,6 +117,11 @@ COMMANDS: dict[str, list[tuple[list[str], str]]] = {
         (["--steps", "1"], "at least 2"),
         (["--bogus"], "unrecognized"),
     ],
+    "bench/stage.py": [
+        (["--rounds", "0"], "at least 1"),
+        (["--profile", "nosuch"], "nosuch"),
+        (["--set", "shared_prefix"], "KEY=VALUE"),
+    ],
     "bench/gpu.py": [
         (["--arch", "nosuch"], "invalid choice"),
         (["--trainers", "sft,nosuch"], "nosuch"),
