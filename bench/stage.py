@@ -31,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from codelib.plumbing.jsonl import read_jsonl
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -88,14 +90,13 @@ def run_stage(params: Path, overrides: list[str], checkpoints: Path, stage: str,
     run_dir = next(checkpoints.glob(f"*/{stage}"), None)
     if run_dir is None or not (run_dir / "metrics.jsonl").exists():
         raise SystemExit(f"error: {' '.join(cmd[2:])} finished but left no metrics.jsonl under {checkpoints}")
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    return wall, rows
+    return wall, read_jsonl(run_dir / "metrics.jsonl")
 
 
-def bench(profile: str, steps: int, rounds: int, sets: list[str], init: str, every: list[str] = ()) -> dict:
+def bench(profile: str, steps: int, rounds: int, plan: dict[str, list[str]], init: str, every: list[str]) -> dict:
+    """Every run of `plan` (label -> its overrides, see `runs`) `rounds` times, each with `every` as well."""
     params = ROOT / "params" / profile / "04_grpo.yaml"
-    common = [f"init={init}"] + ([f"steps={steps}"] if steps else []) + _checked(list(every), "--all")
-    plan = runs(sets)
+    common = [f"init={init}"] + ([f"steps={steps}"] if steps else []) + list(every)
     got = {label: {"wall_s": 0.0, "rows": []} for label in plan}
     with tempfile.TemporaryDirectory(prefix="bench-stage-") as tmp:
         for r in range(rounds):
@@ -139,7 +140,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.steps < 0 or args.rounds < 1:
         ap.error("--steps must be 0 (the params' own) or more, and --rounds at least 1")
     try:
-        runs(args.set), _checked(args.all, "--all")
+        plan, every = runs(args.set), _checked(args.all, "--all")
     except ValueError as e:
         ap.error(str(e))
     from codelib.plumbing.params import load_yaml
@@ -149,12 +150,12 @@ def main(argv: list[str] | None = None) -> dict:
     if not params.exists():
         ap.error(f"{params} does not exist; --profile names a folder of params/ that has a 04_grpo.yaml")
     cfg = load_yaml(params)
-    cfg.update(dict(kv.split("=", 1) for kv in args.all if "=" in kv))  # what every run gets, for the heading
+    cfg.update(dict(kv.split("=", 1) for kv in every))  # what every run gets, for the heading
     init = args.init or str(resolve(cfg["init"]))  # resolved before the runs' checkpoints root moves
     if not Path(init).exists():
         ap.error(f"the start adapter {init} does not exist: run `make demo` (or its SFT stage) first, or give --init")
     load0 = os.getloadavg()
-    results = bench(args.profile, args.steps, args.rounds, args.set, init, args.all)
+    results = bench(args.profile, args.steps, args.rounds, plan, init, every)
     load1 = os.getloadavg()
     head = (
         f"\nThe GRPO stage ({args.profile}: {cfg['prompts_per_step']} tasks x {cfg['num_generations']} completions, "
