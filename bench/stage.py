@@ -3,7 +3,7 @@
 Each run is `python -m codelib.trainers.grpo` on the profile's shipped `04_grpo.yaml` (tiny: 32 tasks x 4 completions
 per step, 250 steps, from the pipeline's SFT adapter), in a process of its own as the pipeline starts it, with
 `backend=own` or `backend=trl`. `--set KEY=VALUE` adds an own-engine run with that override (e.g.
-`shared_prefix=true`); `--steps` and `--all KEY=VALUE` change every run alike. Runs write under a temporary
+`shared_prefix=false`); `--steps` and `--all KEY=VALUE` change every run alike. Runs write under a temporary
 checkpoints root (the pipeline's runs stay untouched). Rounds alternate the order of the runs, so that a change of
 load hits all of them alike.
 
@@ -12,7 +12,7 @@ sampling, judging and the update, checkpoints included), the process's wall time
 the median step, the sandbox's share of a step; and TRL's loop time over each run's (2.00x: half of TRL's time).
 Also the CPU model, torch threads (the params' `threads`) and the load average before and after.
 
-    python -m bench.stage [--profile tiny] [--steps N] [--rounds 1] [--set shared_prefix=true] [--all KEY=VALUE]
+    python -m bench.stage [--profile tiny] [--steps N] [--rounds 1] [--set shared_prefix=false] [--all KEY=VALUE]
                           [--json out.json]
 
 On 2 cores a round of the tiny stage takes about 20 minutes (TRL's run alone 10-11).

@@ -172,7 +172,8 @@ def test_stream_prints_whole_lines_and_tidy_report_relativises(tmp_path):
 
 
 def test_a_deleted_run_dir_reruns_its_stage(tmp_path, monkeypatch):
-    """Stamps say a stage is done; the run dir it wrote is the proof. Deleting it reruns that stage."""
+    """Stamps say a stage is done; the run dir it wrote is the proof. Deleting it reruns that stage, and the stages
+    after it (they read what it wrote)."""
     from codelib.plumbing.params import config_to_dict
     from codelib.trainers import reinforce
 
@@ -204,9 +205,11 @@ def test_a_deleted_run_dir_reruns_its_stage(tmp_path, monkeypatch):
     assert [(s, st) for s, st, _ in rows] == [
         ("00_tasks", "skipped"),
         ("02_reinforce", "ran"),
-        ("07_plots", "skipped"),
+        ("07_plots", "ran"),  # it reads the run that was trained again
     ]
     assert any("is gone" in line for line in said) and run.is_dir()
+    rows = pipeline.run("fake", root=root, log=lambda *_: None)
+    assert [st for _, st, _ in rows] == ["skipped", "skipped", "skipped"]
 
 
 def test_eval_outputs_are_one_dir_per_checkpoint(monkeypatch, tmp_path):

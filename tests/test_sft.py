@@ -58,3 +58,31 @@ def test_two_steps_change_lora_and_resume(ckpt_root, tiny_base):
     rows = [r for r in read_jsonl(run / "metrics.jsonl") if "loss" in r]
     assert [r["step"] for r in rows] == [1, 2, 3]
     assert json.loads((run / "train_summary.json").read_text())["steps"] == 3
+    # the same finished run started again: kept as it is (transformers' Trainer would take a step past the end)
+    adapter = (run / "adapter_model.safetensors").read_bytes()
+    sft.train(sft.Config(steps=3, **kw))
+    assert [r["step"] for r in read_jsonl(run / "metrics.jsonl") if "loss" in r] == [1, 2, 3]
+    assert (run / "adapter_model.safetensors").read_bytes() == adapter
+    # other settings (a different limit, so other rows): its checkpoints are not resumed; the run starts over
+    sft.train(sft.Config(steps=3, **{**kw, "limit": 48}))
+    assert sorted(p.name for p in (run / "checkpoint.previous").iterdir()) == ["checkpoint-2", "checkpoint-3"]
+    assert json.loads((run / "train_summary.json").read_text()) == {
+        "stage": "sft_resume",
+        "steps": 3,
+        "train_tasks": 48,
+    }
+
+
+def test_a_trl_run_resumes_only_checkpoints_of_its_own_settings_and_data(tmp_path, capsys):
+    from codelib.plumbing.checkpoints import data_digest, trl_resume_point
+
+    for n in (5, 10):
+        (tmp_path / f"checkpoint-{n}").mkdir()
+    # written before runs recorded a fingerprint: not trusted, set aside
+    assert trl_resume_point(tmp_path, "a/" + data_digest([1, 2])) is None
+    assert "starting over" in capsys.readouterr().out
+    assert sorted(p.name for p in (tmp_path / "checkpoint.previous").iterdir()) == ["checkpoint-10", "checkpoint-5"]
+    (tmp_path / "checkpoint-3").mkdir()  # written by the run that recorded "a/..."
+    assert trl_resume_point(tmp_path, "a/" + data_digest([1, 2])) == str(tmp_path / "checkpoint-3")
+    assert trl_resume_point(tmp_path, "a/" + data_digest([1, 3])) is None  # the same settings, other rows
+    assert not (tmp_path / "checkpoint-3").exists() and (tmp_path / "checkpoint.previous" / "checkpoint-3").exists()

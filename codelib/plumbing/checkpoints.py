@@ -83,3 +83,47 @@ def load_checkpoint(
     for k, m in (extra_modules or {}).items():
         m.load_state_dict(state["modules"][k])
     return state["step"], state["extra"]
+
+
+def data_digest(rows) -> str:
+    """A hash of a stage's training rows (any JSON-able list): part of a TRL-based run's resume fingerprint."""
+    return hashlib.sha256(json.dumps(list(rows), sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def trl_resume_point(run_dir: Path, fingerprint: str) -> str | None:
+    """The `checkpoint-N` directory a TRL-based stage (SFT, DPO, GRPO on TRL) resumes from, or None to start over.
+
+    TRL resumes whatever `checkpoint-N` it finds; ours first checks that the run's checkpoints were written under
+    `fingerprint` (its settings and its training rows: a DPO run whose pairs were rebuilt differently is another
+    run). Checkpoints written under another fingerprint, or by a run that recorded none, are moved into
+    `checkpoint.previous/` and the run starts over. The fingerprint is recorded (`resume.json`) before training.
+    Under several processes (accelerate, torchrun) every one reads the directory first, then the main one changes
+    it, so all of them take the same decision."""
+    from accelerate import PartialState
+
+    state = PartialState()
+    ckpts = [p for p in run_dir.glob("checkpoint-*") if p.is_dir() and p.name.split("-", 1)[1].isdigit()]
+    last = max(ckpts, key=lambda p: int(p.name.split("-", 1)[1])) if ckpts else None
+    stamp = run_dir / "resume.json"
+    try:
+        old = json.loads(stamp.read_text()).get("fingerprint")
+    except (OSError, ValueError):
+        old = None
+    stale = last is not None and old != fingerprint
+    state.wait_for_everyone()
+    if state.is_main_process:
+        if stale:
+            print(
+                f"{run_dir}: its checkpoints were written with other settings or training data; starting over (kept "
+                "in checkpoint.previous/)"
+            )
+            previous = run_dir / "checkpoint.previous"
+            shutil.rmtree(previous, ignore_errors=True)
+            previous.mkdir()
+            for p in ckpts:
+                os.replace(p, previous / p.name)
+        tmp = stamp.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"fingerprint": fingerprint}))
+        os.replace(tmp, stamp)
+    state.wait_for_everyone()
+    return None if stale or last is None else str(last)

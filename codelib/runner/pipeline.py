@@ -8,7 +8,8 @@ Each stage is `notebooks/NN_name.ipynb` run with `params/<profile>/NN_name.yaml`
 or mistyped key -> error naming the key and the file). A stage whose params (with their `extends:` bases),
 notebook and upstream stages are unchanged since its last successful run, whose judging code (extraction, sandbox,
 rewards: `codelib.plumbing.fingerprint`) is unchanged if it judges completions, and whose run directories still
-exist, is skipped unless `--force`.
+exist, is skipped unless `--force`; a stage that ran again makes every stage after it run again (they read what it
+wrote). A training stage that runs again over a finished run of the same settings keeps it (the trainers resume).
 A failing stage stops the run, naming the notebook, the cell and the error; its executed notebook is kept for
 inspection.
 
@@ -35,6 +36,7 @@ import sys
 import tempfile
 import time
 import traceback
+import uuid
 from pathlib import Path
 
 import papermill as pm
@@ -300,11 +302,13 @@ def run(
             raise FileNotFoundError(f"stage {stage}: notebook {_rel(notebook, root)} is missing")
         values = params[stage] if stage in params else load_yaml(root / "params" / profile / f"{stage}.yaml")
         key = _digest(stage, json.dumps(values, sort_keys=True), notebook.read_text(), code_key(stage), upstream)
-        upstream = key  # a change upstream invalidates every stage after it
+        stamp = stamps / f"{stage}.json"
+        # a change upstream invalidates every stage after it, and so does a rerun of it (its outputs were rewritten:
+        # a run directory deleted and trained again): the chain carries each stage's last run
+        upstream = _digest(key, _last_run(stamp, key))
         if stage not in stages:
             continue
         out_nb = reports / f"{stage}.ipynb"
-        stamp = stamps / f"{stage}.json"
         gone = [p for p in stage_outputs(stage, params[stage]) if not p.exists()]
         if not force and out_nb.exists() and stamp.exists() and json.loads(stamp.read_text()).get("key") == key:
             if not gone:
@@ -321,10 +325,22 @@ def run(
             if root != REPO_ROOT:
                 tidy_report(out_nb, root)
         dt = time.time() - t0
-        atomic_write_json(stamp, {"key": key, "seconds": round(dt, 1), "finished": time.strftime("%Y-%m-%d %H:%M:%S")})
+        run_id = uuid.uuid4().hex[:16]  # this run of the stage: the stages after it see a new upstream
+        finished = time.strftime("%Y-%m-%d %H:%M:%S")
+        atomic_write_json(stamp, {"key": key, "seconds": round(dt, 1), "finished": finished, "run": run_id})
+        upstream = _digest(key, run_id)
         log(f"[{profile}] {stage}: done in {_minutes(dt)}")
         results.append((stage, "ran", dt))
     return results
+
+
+def _last_run(stamp: Path, key: str) -> str:
+    """Which run of the stage last finished with this key (its stamp), or "" if none did."""
+    try:
+        got = json.loads(stamp.read_text())
+    except (OSError, ValueError):
+        return ""
+    return got.get("run", got.get("finished", "")) if got.get("key") == key else ""
 
 
 def list_stages(profile: str) -> str:

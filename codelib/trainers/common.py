@@ -10,6 +10,7 @@ algorithms themselves (advantages, losses, the update) live in each trainer's ow
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
@@ -20,7 +21,6 @@ import torch
 import torch.distributed as dist
 from accelerate import Accelerator
 from accelerate.utils import gather_object
-from transformers.trainer_utils import get_last_checkpoint
 
 from codelib.algorithms.advantages import zero_std_groups
 from codelib.engine import metrics, rewards, rollout
@@ -63,15 +63,21 @@ def trainer_args(cfg: StageConfig, out: Path | None = None, **override) -> dict:
     return args | override
 
 
-def train_trl(trainer, tokenizer, cfg: StageConfig, out: Path, fresh_metrics: bool = False) -> None:
+def train_trl(trainer, tokenizer, cfg: StageConfig, out: Path, fresh_metrics: bool = False, data: str = "") -> int:
     """Train a TRL trainer (SFT, DPO) the way our stages do: its adapters in fp32, one progress bar, resumed from the
-    last checkpoint in `out` (fresh_metrics: a run that starts over drops the old metrics.jsonl), then the adapter
-    saved to `out` (gathered under FSDP; the main process writes)."""
+    last checkpoint in `out` if it was written with the same settings and training rows (`data`: their digest;
+    `checkpoints.trl_resume_point`), else from the start (fresh_metrics: a run that starts over drops the old
+    metrics.jsonl), then the adapter saved to `out` (gathered under FSDP; the main process writes). A run that
+    already finished with them is kept as it is (transformers' Trainer, resumed at its last step, would take one
+    step more). Returns the run's optimizer steps."""
     adapters_fp32(trainer.model)  # TRL casts a 4-bit model's adapters to bf16; our loops train them in fp32
     from codelib.plumbing.progress import use_progress
 
     use_progress(trainer, cfg.stage)  # one bar: a widget in JupyterLab, a line per ~20 s headless
-    last = get_last_checkpoint(str(out)) if any(out.glob("checkpoint-*")) else None
+    last = checkpoints.trl_resume_point(out, f"{checkpoints.config_fingerprint(cfg)}/{data}")
+    if last and (done := _finished_at(Path(last), trainer.args.max_steps)) and (out / "adapter_config.json").exists():
+        print(f"{out}: finished at step {done} with these settings and data; kept (delete it to train again)")
+        return done
     if last:
         print(f"resuming from {last}")
     elif fresh_metrics:
@@ -79,6 +85,19 @@ def train_trl(trainer, tokenizer, cfg: StageConfig, out: Path, fresh_metrics: bo
     trainer.train(resume_from_checkpoint=last)
     tokenizer.padding_side = "left"
     save_gathered(trainer.accelerator, trainer.model, tokenizer, out)  # FSDP: gathered; the main process writes
+    return trainer.state.global_step
+
+
+def _finished_at(checkpoint: Path, max_steps: int) -> int:
+    """The step a TRL checkpoint ended its run at (its trainer_state reached max_steps, and the new run does not ask
+    for more steps), else 0."""
+    try:
+        state = json.loads((checkpoint / "trainer_state.json").read_text())
+    except (OSError, ValueError):
+        return 0
+    step = int(state.get("global_step", 0))
+    ended = state.get("max_steps", 0) > 0 and step >= state["max_steps"]
+    return step if ended and (max_steps <= 0 or max_steps <= step) else 0
 
 
 def seed_everything(seed: int, threads: int = 0) -> None:

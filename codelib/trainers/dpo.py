@@ -18,6 +18,7 @@ from trl import DPOConfig, DPOTrainer
 
 from codelib.engine.candidates import RANKING, PairRule, annotate, build_preferences, generate_candidates
 from codelib.engine.metrics import trainer_callback
+from codelib.plumbing import checkpoints
 from codelib.plumbing.params import atomic_write_json, config_to_dict, main_train, read_jsonl, resolve
 from codelib.policy.models import load_policy, lora_config, starting_model_dir
 from codelib.tasks import load_tasks
@@ -171,8 +172,8 @@ def train(cfg: Config) -> Path:
         peft_config=lora,
         callbacks=[trainer_callback(out / "metrics.jsonl")],
     )
-    train_trl(trainer, tokenizer, cfg, out, fresh_metrics=True)
-    atomic_write_json(out / "train_summary.json", {"stage": cfg.stage, "steps": trainer.state.global_step})
+    steps = train_trl(trainer, tokenizer, cfg, out, fresh_metrics=True, data=checkpoints.data_digest(pairs))
+    atomic_write_json(out / "train_summary.json", {"stage": cfg.stage, "steps": steps})
     return out
 
 

@@ -19,12 +19,12 @@ from pathlib import Path
 from accelerate.utils import gather_object
 from datasets import Dataset
 from transformers import TrainerCallback
-from transformers.trainer_utils import get_last_checkpoint
 from trl import GRPOConfig, GRPOTrainer
 
 from codelib import sandbox
 from codelib.engine import metrics, rewards
 from codelib.engine.rewards import make_rewards
+from codelib.plumbing import checkpoints
 from codelib.plumbing.params import atomic_write_json, config_to_dict
 from codelib.policy.distributed import gathered_trainable_state, grpo_batches, refuse_rank0_work
 from codelib.policy.generation import find_stop, stops_for, trim
@@ -279,7 +279,8 @@ def train(cfg) -> Path:
     stop = stops_for(load_tasks(cfg.dataset, cfg.split)[0])
     funcs, weights = reward_functions(cfg, stop)
     args = grpo_args(cfg, out, vocab=model.config.vocab_size)
-    last = get_last_checkpoint(str(out)) if any(out.glob("checkpoint-*")) else None
+    data = checkpoints.data_digest(dataset["prompt"])  # a checkpoint of other settings or tasks is not resumed
+    last = checkpoints.trl_resume_point(out, f"{checkpoints.config_fingerprint(cfg)}/{data}")
     best = out / "best" / "eval.json"
     keeper = Keeper(cfg, out, json.loads(best.read_text()) if last and best.exists() else None, fresh=not last)
     callback = metrics_callback(out, dict(zip(dataset["prompt"], dataset["task_id"], strict=True)), keeper, weights)

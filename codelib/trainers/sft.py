@@ -20,6 +20,7 @@ from datasets import Dataset
 from trl import SFTConfig, SFTTrainer
 
 from codelib.engine.metrics import trainer_callback
+from codelib.plumbing import checkpoints
 from codelib.plumbing.params import atomic_write_json, config_to_dict, main_train
 from codelib.policy.models import load_policy, lora_config
 from codelib.tasks import load_tasks
@@ -96,8 +97,8 @@ def train(cfg: Config, tasks: list | None = None) -> Path:
         peft_config=lora_config(cfg),
         callbacks=[trainer_callback(out / "metrics.jsonl")],
     )
-    train_trl(trainer, tokenizer, cfg, out)
-    summary = {"stage": cfg.stage, "steps": trainer.state.global_step, "train_tasks": len(dataset)}
+    steps = train_trl(trainer, tokenizer, cfg, out, data=checkpoints.data_digest(dataset.to_list()))
+    summary = {"stage": cfg.stage, "steps": steps, "train_tasks": len(dataset)}
     atomic_write_json(out / "train_summary.json", summary)
     print(json.dumps(summary))
     return out
