@@ -94,7 +94,10 @@ class _Moved(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Imports an old path (`MOVED`) as the module at its new one."""
 
     def find_spec(self, fullname, path=None, target=None):
-        return importlib.util.spec_from_loader(fullname, self) if fullname in MOVED else None
+        if fullname not in MOVED:
+            return None
+        # the new module's file as origin: `python -m codelib.<old>` runs its code with that `__file__`
+        return importlib.util.spec_from_loader(fullname, self, origin=importlib.util.find_spec(MOVED[fullname]).origin)
 
     def create_module(self, spec):
         module = importlib.import_module(MOVED[spec.name])

@@ -203,6 +203,30 @@ def test_an_old_module_path_runs_as_a_command():
     assert out.returncode == 0 and "python -m codelib.params" in out.stdout, out.stderr
 
 
+def test_an_old_module_path_run_as_a_command_has_its_new_file():
+    """`python -m codelib.study` runs codelib/runner/study.py's code, whose `__file__` locates the sandbox package
+    (its run keys hash that source): under the old path the code must see the new module's file, not None."""
+    import subprocess
+    import sys
+
+    code = (
+        "import importlib.util, json, runpy, codelib\n"
+        "out = {}\n"
+        "for old, new in codelib.MOVED.items():\n"
+        "    path = importlib.util.find_spec(new).origin\n"
+        "    if '__main__' in open(path).read():  # a command\n"
+        "        out[old] = [runpy.run_module(old, run_name='x', alter_sys=True)['__file__'], path]\n"
+        "g = runpy.run_module('codelib.study', run_name='x', alter_sys=True)\n"
+        "out['sources'] = sorted(g['stage_sources']('04_grpo'))\n"
+        "print(json.dumps(out))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT)
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = __import__("json").loads(run.stdout.splitlines()[-1])
+    assert "codelib.sandbox.judge" in got.pop("sources")
+    assert len(got) >= 5 and all(file == path for file, path in got.values()), got
+
+
 def test_codelib_imports_its_modules_by_their_new_paths():
     """An old path (codelib.MOVED) would hide its import from the walk above: codelib's own code uses the new ones."""
     moved = ast.literal_eval(
