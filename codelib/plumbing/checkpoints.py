@@ -16,6 +16,8 @@ from pathlib import Path
 
 import torch
 
+from codelib.plumbing.paths import atomic_write_json
+
 # settings that may change between a stop and a resume (`steps`: a run can be extended)
 OPERATIONAL = {"save_every", "report_to", "threads", "processes", "workers", "timeout_s", "steps"}
 
@@ -122,8 +124,17 @@ def trl_resume_point(run_dir: Path, fingerprint: str) -> str | None:
             previous.mkdir()
             for p in ckpts:
                 os.replace(p, previous / p.name)
-        tmp = stamp.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"fingerprint": fingerprint}))
-        os.replace(tmp, stamp)
+        atomic_write_json(stamp, {"fingerprint": fingerprint})
     state.wait_for_everyone()
     return None if stale or last is None else str(last)
+
+
+def trainer_state_end(checkpoint: Path) -> int:
+    """The step at which a transformers `checkpoint-N` ended its run (its trainer_state.json reached max_steps), else
+    0 (not the last checkpoint, or no readable state)."""
+    try:
+        state = json.loads((checkpoint / "trainer_state.json").read_text())
+    except (OSError, ValueError):
+        return 0
+    step = int(state.get("global_step", 0))
+    return step if state.get("max_steps", 0) > 0 and step >= state["max_steps"] else 0

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from codelib.evaluation import evaluator
+from codelib.plumbing.checkpoints import trainer_state_end
 from codelib.plumbing.params import atomic_write_text, main_config, read_jsonl, reports_root
 from codelib.reports import CLASSES, ckpt_root, eval_classes, load_summaries, pct, run_dir_of
 
@@ -288,10 +289,7 @@ def _finished(run: Path) -> bool:
     if any((run / f).exists() for f in ("kept.json", "train_summary.json", "trainer_state.json")):
         return True
     states = sorted(run.glob("checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[-1]))
-    if not states:
-        return False
-    state = json.loads(states[-1].read_text())
-    return state.get("max_steps", 0) > 0 and state.get("global_step", -1) >= state["max_steps"]
+    return bool(states) and trainer_state_end(states[-1].parent) > 0
 
 
 def train_missing(spec: Path, dry_run: bool = False) -> list[str]:

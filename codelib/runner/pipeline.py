@@ -303,14 +303,16 @@ def run(
         values = params[stage] if stage in params else load_yaml(root / "params" / profile / f"{stage}.yaml")
         key = _digest(stage, json.dumps(values, sort_keys=True), notebook.read_text(), code_key(stage), upstream)
         stamp = stamps / f"{stage}.json"
+        last = _stamp(stamp)
+        current = last.get("key") == key
         # a change upstream invalidates every stage after it, and so does a rerun of it (its outputs were rewritten:
         # a run directory deleted and trained again): the chain carries each stage's last run
-        upstream = _digest(key, _last_run(stamp, key))
+        upstream = _digest(key, last.get("run", last.get("finished", "")) if current else "")
         if stage not in stages:
             continue
         out_nb = reports / f"{stage}.ipynb"
         gone = [p for p in stage_outputs(stage, params[stage]) if not p.exists()]
-        if not force and out_nb.exists() and stamp.exists() and json.loads(stamp.read_text()).get("key") == key:
+        if not force and out_nb.exists() and current:
             if not gone:
                 log(f"[{profile}] {stage}: up to date, skipped (use --force to rerun)")
                 results.append((stage, "skipped", 0.0))
@@ -334,13 +336,12 @@ def run(
     return results
 
 
-def _last_run(stamp: Path, key: str) -> str:
-    """Which run of the stage last finished with this key (its stamp), or "" if none did."""
+def _stamp(stamp: Path) -> dict:
+    """A stage's stamp (its key, last run id, time), or {} if it has none."""
     try:
-        got = json.loads(stamp.read_text())
+        return json.loads(stamp.read_text())
     except (OSError, ValueError):
-        return ""
-    return got.get("run", got.get("finished", "")) if got.get("key") == key else ""
+        return {}
 
 
 def list_stages(profile: str) -> str:

@@ -10,7 +10,6 @@ algorithms themselves (advantages, losses, the update) live in each trainer's ow
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import random
@@ -89,15 +88,9 @@ def train_trl(trainer, tokenizer, cfg: StageConfig, out: Path, fresh_metrics: bo
 
 
 def _finished_at(checkpoint: Path, max_steps: int) -> int:
-    """The step a TRL checkpoint ended its run at (its trainer_state reached max_steps, and the new run does not ask
-    for more steps), else 0."""
-    try:
-        state = json.loads((checkpoint / "trainer_state.json").read_text())
-    except (OSError, ValueError):
-        return 0
-    step = int(state.get("global_step", 0))
-    ended = state.get("max_steps", 0) > 0 and step >= state["max_steps"]
-    return step if ended and (max_steps <= 0 or max_steps <= step) else 0
+    """The step a TRL checkpoint ended its run at, if the new run does not ask for more steps (`max_steps`), else 0."""
+    step = checkpoints.trainer_state_end(checkpoint)
+    return step if max_steps <= 0 or max_steps <= step else 0
 
 
 def seed_everything(seed: int, threads: int = 0) -> None:
