@@ -31,32 +31,6 @@ def launch(module: str, cfg, tmp_path):
 
 
 @pytest.mark.slow
-def test_reinforce_two_processes_identical_weights(tiny_sft, tmp_path):
-    cfg = reinforce.Config(
-        profile="test",
-        stage="reinforce_ddp",
-        init=str(tiny_sft),
-        steps=3,
-        batch_size=8,
-        max_new_tokens=24,
-        save_every=10,
-        report_to="none",
-        limit=64,
-        learning_rate=1e-2,
-        threads=1,
-    )
-    ranks = launch("codelib.trainers.reinforce", cfg, tmp_path)
-    assert ranks["processes"] == 2
-    a, b = ranks["trainable_sums"]
-    assert a == b
-    rows = read_jsonl(cfg.run_dir / "metrics.jsonl")
-    assert [r["step"] for r in rows] == [1, 2, 3]  # logged once, by the main process
-    samples = read_jsonl(cfg.run_dir / "samples.jsonl")  # both ranks' shards, gathered, written once
-    assert [s["step"] for s in samples] == [s for s in (1, 2, 3) for _ in range(8)]
-    assert (cfg.run_dir / "adapter_config.json").exists()
-
-
-@pytest.mark.slow
 def test_grpo_two_processes_identical_weights(tiny_sft, tmp_path):
     cfg = grpo.Config(
         profile="test",
@@ -108,26 +82,36 @@ def test_ppo_value_head_two_processes_identical_weights(tiny_sft, tmp_path):
 
 
 @pytest.mark.slow
-def test_notebook_launcher_streams_the_log_and_returns_the_run(tiny_sft):
+def test_reinforce_two_processes_from_the_notebook_launcher_identical_weights(tiny_sft):
+    """What a notebook with `processes: 2` does (`accelerate launch` with a live log): both ranks end with the same
+    LoRA weights, metrics are logged once, and both ranks' samples are gathered."""
     from codelib.runner import launch
 
     cfg = reinforce.Config(
         profile="test",
-        stage="reinforce_launch",
+        stage="reinforce_ddp",
         init=str(tiny_sft),
-        steps=1,
-        batch_size=4,
-        max_new_tokens=16,
+        steps=3,
+        batch_size=8,
+        max_new_tokens=24,
         save_every=10,
         report_to="none",
-        limit=16,
+        limit=64,
+        learning_rate=1e-2,
         threads=1,
     )
     lines = []
     run = launch.train("codelib.trainers.reinforce", cfg, processes=2, config="cpu_2proc", echo=lines.append)
     assert run == cfg.run_dir and (run / "adapter_config.json").exists()
     assert lines[0].startswith("$ ") and "--num_processes 2" in lines[0]
-    assert json.loads((run / "ranks.json").read_text())["processes"] == 2
+    ranks = json.loads((run / "ranks.json").read_text())
+    assert ranks["processes"] == 2
+    a, b = ranks["trainable_sums"]
+    assert a == b
+    rows = read_jsonl(cfg.run_dir / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [1, 2, 3]  # logged once, by the main process
+    samples = read_jsonl(cfg.run_dir / "samples.jsonl")  # both ranks' shards, gathered, written once
+    assert [s["step"] for s in samples] == [s for s in (1, 2, 3) for _ in range(8)]
 
 
 @pytest.mark.parametrize("name", ["single_gpu", "multi_gpu", "fsdp", "cpu_2proc"])

@@ -381,8 +381,8 @@ def test_missing_start_checkpoint_is_named_before_anything_runs(tmp_path, monkey
 
 @pytest.mark.slow
 def test_smoke_study_end_to_end(tmp_path, monkeypatch, tiny_sft):
-    """2 arms (a sweep of learning_rate) x 2 seeds of REINFORCE through papermill, evaluated, summarised by
-    08_study."""
+    """2 arms (a sweep of learning_rate) x 2 seeds of REINFORCE through papermill, two kernels at once (`jobs: 2`),
+    evaluated, summarised by 08_study."""
     monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "checkpoints"))
     monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "reports"))
     data = yaml.safe_load((REPO_ROOT / "params/smoke/studies/smoke.yaml").read_text())
