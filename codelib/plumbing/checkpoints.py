@@ -92,6 +92,12 @@ def data_digest(rows) -> str:
     return hashlib.sha256(json.dumps(list(rows), sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def trl_checkpoints(run_dir: Path) -> list[Path]:
+    """A TRL-based run's `checkpoint-N` directories, by step (N)."""
+    ckpts = [p for p in run_dir.glob("checkpoint-*") if p.is_dir() and p.name.split("-", 1)[1].isdigit()]
+    return sorted(ckpts, key=lambda p: int(p.name.split("-", 1)[1]))
+
+
 def trl_resume_point(run_dir: Path, fingerprint: str) -> str | None:
     """The `checkpoint-N` directory a TRL-based stage (SFT, DPO, GRPO on TRL) resumes from, or None to start over.
 
@@ -104,8 +110,8 @@ def trl_resume_point(run_dir: Path, fingerprint: str) -> str | None:
     from accelerate import PartialState
 
     state = PartialState()
-    ckpts = [p for p in run_dir.glob("checkpoint-*") if p.is_dir() and p.name.split("-", 1)[1].isdigit()]
-    last = max(ckpts, key=lambda p: int(p.name.split("-", 1)[1])) if ckpts else None
+    ckpts = trl_checkpoints(run_dir)
+    last = ckpts[-1] if ckpts else None
     stamp = run_dir / "resume.json"
     try:
         old = json.loads(stamp.read_text()).get("fingerprint")

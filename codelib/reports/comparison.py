@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from codelib.evaluation import evaluator
-from codelib.plumbing.checkpoints import trainer_state_end
+from codelib.plumbing.checkpoints import trainer_state_end, trl_checkpoints
 from codelib.plumbing.params import atomic_write_text, main_config, read_jsonl, reports_root
 from codelib.reports import CLASSES, ckpt_root, eval_classes, load_summaries, pct, run_dir_of
 
@@ -288,8 +288,8 @@ def _finished(run: Path) -> bool:
     checkpoint's trainer_state.json reached its max_steps (the adapter beside it is the final one)."""
     if any((run / f).exists() for f in ("kept.json", "train_summary.json", "trainer_state.json")):
         return True
-    states = sorted(run.glob("checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[-1]))
-    return bool(states) and trainer_state_end(states[-1].parent) > 0
+    ckpts = trl_checkpoints(run)
+    return bool(ckpts) and trainer_state_end(ckpts[-1]) > 0
 
 
 def train_missing(spec: Path, dry_run: bool = False) -> list[str]:
