@@ -198,10 +198,11 @@ def test_shipped_study_files_are_valid():
         "dapo": "04_grpo",
         "grpo_x4": "04_grpo",
         "dapo_no_ds": "04_grpo",
+        "grpo_ds": "04_grpo",
         "dpo": "05_dpo",
         "rpo": "05_dpo",
     }
-    assert s.seeds == [0, 1, 2] and len(s.runs) == 30
+    assert s.seeds == [0, 1, 2] and len(s.runs) == 33
     x4 = next(r for r in s.runs if r.arm == "grpo_x4").params  # DAPO's updates per rollout, none of its other parts
     dapo = next(r for r in s.runs if r.arm == "dapo").params
     assert x4["steps_per_generation"] == dapo["steps_per_generation"] == 4
@@ -214,6 +215,8 @@ def test_shipped_study_files_are_valid():
     }
     no_ds = next(r for r in s.runs if r.arm == "dapo_no_ds").params  # DAPO less its accuracy filter, and only that
     assert {k for k in no_ds if no_ds[k] != dapo[k]} == {"stage", "dynamic_sampling"} and dapo["dynamic_sampling"]
+    grpo_ds, grpo_ = (next(r for r in s.runs if r.arm == arm).params for arm in ("grpo_ds", "grpo"))
+    assert {k for k in grpo_ds if grpo_ds[k] != grpo_[k]} == {"stage", "dynamic_sampling"}  # GRPO plus the filter
     dpo = [r for r in s.runs if r.arm == "dpo"]
     assert [(r.params["seed"], r.params["gen_seed"]) for r in dpo] == [(0, 0), (1, 1), (2, 2)]
     assert {r.params["backend"] for r in s.runs if r.arm.startswith("grpo")} == {"own", "trl"}
@@ -481,14 +484,26 @@ def test_summary_tables_and_figures_from_evaluations(tmp_path, monkeypatch):
         study.summarise(cfg)
     fake_summaries(s)
     out = study.summarise(cfg)
-    arm_names = ["reinforce", "rloo", "ppo", "grpo", "grpo_trl", "dapo", "grpo_x4", "dapo_no_ds", "dpo", "rpo"]
+    arm_names = [
+        "reinforce",
+        "rloo",
+        "ppo",
+        "grpo",
+        "grpo_trl",
+        "dapo",
+        "grpo_x4",
+        "dapo_no_ds",
+        "grpo_ds",
+        "dpo",
+        "rpo",
+    ]
     assert list(out.arms["arm"]) == ["base", "sft", *arm_names]
     assert list(out.arms["seeds"]) == [1, 1] + [3] * len(arm_names)
     arms = out.arms.set_index("arm")
     # the two-level interval contains the tasks-only one's width and more (the seeds disagree by ±4 points)
     assert (arms["ci_high"] - arms["ci_low"])["ppo"] > (arms["task_ci_high"] - arms["task_ci_low"])["ppo"]
     pairs = list(zip(out.comparisons["a"], out.comparisons["b"], strict=True))
-    assert pairs[:10] == [(a, "sft") for a in arm_names] and len(pairs) == 10 + 10 * 9 // 2
+    assert pairs[:11] == [(a, "sft") for a in arm_names] and len(pairs) == 11 + 11 * 10 // 2
     assert out.curves["dpo"]["k"] == list(range(1, 9)) and len(out.curves["dpo"]["per_seed"]) == 3
     paths = study.make_figures(out, show=False)
     for p in paths.values():
@@ -499,19 +514,20 @@ def test_summary_tables_and_figures_from_evaluations(tmp_path, monkeypatch):
         ("grpo_x4", "grpo"),
         ("dapo", "grpo_x4"),
         ("dapo", "dapo_no_ds"),
+        ("grpo_ds", "grpo"),
         ("grpo", "reinforce"),
         ("rloo", "reinforce"),
         ("ppo", "reinforce"),
         ("rpo", "dpo"),
     ]
-    assert s.pairs == named and pairs[10:19] == named  # the study's pairs come next, in its order
-    assert list(out.comparisons["shown"]) == [True] * 19 + [False] * (len(pairs) - 19)
+    assert s.pairs == named and pairs[11:21] == named  # the study's pairs come next, in its order
+    assert list(out.comparisons["shown"]) == [True] * 21 + [False] * (len(pairs) - 21)
     md = (s.reports / "summary.md").read_text()
     row = [line for line in md.splitlines() if line.startswith("| dpo | 05_dpo")]  # the stage and its overrides
     assert len(row) == 1 and "| 3 |" in row[0] and "two-level bootstrap" in md
     shown_rows = [line for line in md.splitlines() if line.count("|") == 5 and line.startswith("| ") and "[" in line]
-    assert len(shown_rows) == 1 + 19 and "| rpo | dpo | " in md and "| dpo | rloo |" not in md
-    assert f"the other {len(pairs) - 19} pairs are in comparisons.csv" in md
+    assert len(shown_rows) == 1 + 21 and "| rpo | dpo | " in md and "| dpo | rloo |" not in md
+    assert f"the other {len(pairs) - 21} pairs are in comparisons.csv" in md
     import pandas as pd
 
     assert len(pd.read_csv(s.reports / "comparisons.csv")) == len(pairs)
