@@ -203,20 +203,18 @@ def test_shipped_study_files_are_valid():
         "rpo": "05_dpo",
     }
     assert s.seeds == [0, 1, 2] and len(s.runs) == 33
-    x4 = next(r for r in s.runs if r.arm == "grpo_x4").params  # DAPO's updates per rollout, none of its other parts
-    dapo = next(r for r in s.runs if r.arm == "dapo").params
+    seed0 = {r.arm: r.params for r in s.runs if r.seed == 0}
+
+    def differ(a: str, b: str) -> set[str]:  # the keys where two arms' resolved params differ ("stage": the run dir)
+        return {k for k in seed0[a] if seed0[a][k] != seed0[b][k]}
+
+    x4, dapo = seed0["grpo_x4"], seed0["dapo"]  # DAPO's updates per rollout, none of its other parts
     assert x4["steps_per_generation"] == dapo["steps_per_generation"] == 4
     assert not x4["dynamic_sampling"] and not x4["clip_eps_high"] and not x4["mask_truncated_completions"]
-    assert {k for k in x4 if x4[k] != dapo[k]} == {
-        "stage",  # the run directory's name
-        "clip_eps_high",
-        "dynamic_sampling",
-        "mask_truncated_completions",
-    }
-    no_ds = next(r for r in s.runs if r.arm == "dapo_no_ds").params  # DAPO less its accuracy filter, and only that
-    assert {k for k in no_ds if no_ds[k] != dapo[k]} == {"stage", "dynamic_sampling"} and dapo["dynamic_sampling"]
-    grpo_ds, grpo_ = (next(r for r in s.runs if r.arm == arm).params for arm in ("grpo_ds", "grpo"))
-    assert {k for k in grpo_ds if grpo_ds[k] != grpo_[k]} == {"stage", "dynamic_sampling"}  # GRPO plus the filter
+    assert differ("grpo_x4", "dapo") == {"stage", "clip_eps_high", "dynamic_sampling", "mask_truncated_completions"}
+    # DAPO less its accuracy filter, and only that; GRPO plus the filter, and only that
+    assert differ("dapo_no_ds", "dapo") == {"stage", "dynamic_sampling"} and dapo["dynamic_sampling"]
+    assert differ("grpo_ds", "grpo") == {"stage", "dynamic_sampling"}
     dpo = [r for r in s.runs if r.arm == "dpo"]
     assert [(r.params["seed"], r.params["gen_seed"]) for r in dpo] == [(0, 0), (1, 1), (2, 2)]
     assert {r.params["backend"] for r in s.runs if r.arm.startswith("grpo")} == {"own", "trl"}
