@@ -223,6 +223,13 @@ def test_shipped_study_files_are_valid():
         ("grpo", "own"),
         ("grpo_trl", "trl"),
     ]
+    # the filter against the rollouts it spends: plain GRPO with twice the tasks per step, nothing else changed
+    samples = study.load_study("params/tiny/studies/grpo_samples.yaml")
+    s0 = {r.arm: r.params for r in samples.runs if r.seed == 0}
+    assert s0["grpo"] == {**seed0["grpo"], "stage": s0["grpo"]["stage"]}
+    assert {k for k in s0["grpo"] if s0["grpo_ds"][k] != s0["grpo"][k]} == {"stage", "dynamic_sampling"}
+    assert {k for k in s0["grpo"] if s0["grpo_p64"][k] != s0["grpo"][k]} == {"stage", "prompts_per_step"}
+    assert s0["grpo_p64"]["prompts_per_step"] == 2 * s0["grpo"]["prompts_per_step"] and len(samples.runs) == 9
     assert len(study.load_study("params/smoke/studies/smoke.yaml").runs) == 4
     from codelib.evaluation.evaluator import EvalConfig
     from codelib.plumbing.params import load_config
