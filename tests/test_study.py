@@ -205,8 +205,8 @@ def test_shipped_study_files_are_valid():
     assert s.seeds == [0, 1, 2] and len(s.runs) == 33
     seed0 = {r.arm: r.params for r in s.runs if r.seed == 0}
 
-    def differ(a: str, b: str) -> set[str]:  # the keys where two arms' resolved params differ ("stage": the run dir)
-        return {k for k in seed0[a] if seed0[a][k] != seed0[b][k]}
+    def differ(a: str, b: str, runs: dict = seed0) -> set[str]:  # where two arms' params differ ("stage": run dir)
+        return {k for k in runs[a] if runs[a][k] != runs[b][k]}
 
     x4, dapo = seed0["grpo_x4"], seed0["dapo"]  # DAPO's updates per rollout, none of its other parts
     assert x4["steps_per_generation"] == dapo["steps_per_generation"] == 4
@@ -227,8 +227,8 @@ def test_shipped_study_files_are_valid():
     samples = study.load_study("params/tiny/studies/grpo_samples.yaml")
     s0 = {r.arm: r.params for r in samples.runs if r.seed == 0}
     assert s0["grpo"] == {**seed0["grpo"], "stage": s0["grpo"]["stage"]}
-    assert {k for k in s0["grpo"] if s0["grpo_ds"][k] != s0["grpo"][k]} == {"stage", "dynamic_sampling"}
-    assert {k for k in s0["grpo"] if s0["grpo_p64"][k] != s0["grpo"][k]} == {"stage", "prompts_per_step"}
+    assert differ("grpo_ds", "grpo", s0) == {"stage", "dynamic_sampling"}
+    assert differ("grpo_p64", "grpo", s0) == {"stage", "prompts_per_step"}
     assert s0["grpo_p64"]["prompts_per_step"] == 2 * s0["grpo"]["prompts_per_step"] and len(samples.runs) == 9
     assert len(study.load_study("params/smoke/studies/smoke.yaml").runs) == 4
     from codelib.evaluation.evaluator import EvalConfig
