@@ -29,10 +29,14 @@ BLOCKS = {  # marker name -> (report, what regenerates it)
         "`python -m codelib.passk params/tiny/variants/06_eval_passk.yaml`",
     ),
     "repair": ("reports/tiny/repair/summary.md", "`python -m codelib.pipeline --only 09_repair`"),
+    "grpo_samples": (
+        "reports/tiny/studies/grpo_samples/summary.md",
+        "`python -m codelib.study params/tiny/studies/grpo_samples.yaml`",
+    ),
 }
 PAGES = {  # page -> the blocks it holds (each block lives on one page)
     "README.md": ["study", "comparison"],
-    "docs/studies.md": ["study_fresh", "passk"],
+    "docs/studies.md": ["study_fresh", "passk", "grpo_samples"],
     "docs/repair.md": ["repair"],
 }
 
