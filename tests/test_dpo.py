@@ -77,6 +77,30 @@ def test_manifest_counts(tmp_path):
     assert all(p["prompt"] == "p" for p in read_jsonl(tmp_path / "pairs.jsonl"))
 
 
+def test_no_preference_pairs_ends_the_command_with_its_fix_not_a_traceback(tmp_path, monkeypatch, capsys):
+    """A start whose candidates all fail (a random model, as on a first GPU run) leaves DPO without pairs: the command
+    ends with the counts and what to change, as a wrong params file does."""
+    from codelib.plumbing.params import REPO_ROOT
+    from codelib.trainers import dpo
+
+    monkeypatch.chdir(REPO_ROOT)
+    monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path))
+    monkeypatch.setattr(dpo, "check_init", lambda cfg: None)
+
+    def all_failed(cfg):
+        (cfg.run_dir / "pairs.jsonl").write_text("")
+        return {"tasks_with_no_pass": 16, "tasks_with_no_fail": 0}
+
+    monkeypatch.setattr(dpo, "prepare", all_failed)
+    with pytest.raises(SystemExit) as ended:
+        dpo.main_train(dpo.Config, dpo.train, argv=["params/tiny/05_dpo.yaml"])
+    message = str(ended.value.code)
+    assert message.startswith("error: no preference pairs: 16 tasks had no passing") and "n_candidates" in message
+    assert "Traceback" not in message + capsys.readouterr().err
+    with pytest.raises(ValueError, match="no preference pairs"):  # --debug: the error itself, where it was raised
+        dpo.main_train(dpo.Config, dpo.train, argv=["params/tiny/05_dpo.yaml", "--debug"])
+
+
 def test_annotation_resumes_without_rerunning(tmp_path, monkeypatch):
     from codelib import sandbox
 

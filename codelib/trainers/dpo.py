@@ -19,7 +19,7 @@ from trl import DPOConfig, DPOTrainer
 from codelib.engine.candidates import RANKING, PairRule, annotate, build_preferences, generate_candidates
 from codelib.engine.metrics import trainer_callback
 from codelib.plumbing import checkpoints
-from codelib.plumbing.params import atomic_write_json, config_to_dict, main_train, read_jsonl, resolve
+from codelib.plumbing.params import ParamsError, atomic_write_json, config_to_dict, main_train, read_jsonl, resolve
 from codelib.policy.models import load_policy, lora_config, starting_model_dir
 from codelib.tasks import load_tasks
 from codelib.trainers.common import SamplingConfig, check_init, seed_everything, train_trl, trainer_args
@@ -144,8 +144,8 @@ def train(cfg: Config) -> Path:
     )
     manifest = prepare(cfg)
     pairs = read_jsonl(out / "pairs.jsonl")
-    if not pairs:
-        raise ValueError(
+    if not pairs:  # the user's to fix (more candidates, a looser rule, a stronger start): a message, no traceback
+        raise ParamsError(
             f"no preference pairs: {manifest['tasks_with_no_pass']} tasks had no passing and "
             f"{manifest['tasks_with_no_fail']} no failing candidate. Sample more (n_candidates) or loosen the rule."
         )
