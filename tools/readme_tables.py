@@ -33,10 +33,14 @@ BLOCKS = {  # marker name -> (report, what regenerates it)
         "reports/tiny/studies/grpo_samples/summary.md",
         "`python -m codelib.study params/tiny/studies/grpo_samples.yaml`",
     ),
+    "grpo_budget": (
+        "reports/tiny/studies/grpo_budget/summary.md",
+        "`python -m codelib.study params/tiny/studies/grpo_budget.yaml`",
+    ),
 }
 PAGES = {  # page -> the blocks it holds (each block lives on one page)
     "README.md": ["study", "comparison"],
-    "docs/studies.md": ["study_fresh", "passk", "grpo_samples"],
+    "docs/studies.md": ["study_fresh", "passk", "grpo_samples", "grpo_budget"],
     "docs/repair.md": ["repair"],
 }
 
