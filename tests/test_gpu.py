@@ -262,3 +262,37 @@ def test_gpu_run_reads_a_step_result_from_stdout_not_from_a_bar_on_stderr(tmp_pa
     rec = run.sh("build", [sys.executable, "-c", code], timeout=60)
     assert rec["status"] == "ok" and rec["stdout"].strip().splitlines()[-1] == "/tmp/random-deepseek-1.3b"
     assert rec["tail"].strip().splitlines()[-1].startswith("Writing model shards")
+
+
+def test_gpu_run_pipeline_runs_the_stages_asked_for_and_keeps_the_earlier_records(tmp_path):
+    """A budget that stops the 1.3B pipeline after PPO: a second call with --stages grpo,dpo,eval runs the build
+    (cached on the machine) and those three only, and pipeline.json keeps the first call's stages."""
+    import json
+    import os
+
+    g = _gpu_run()
+    env = {**os.environ, "CODELIB_CHECKPOINTS": str(tmp_path / "work" / "checkpoints")}
+    ran: list[tuple[str, list[str]]] = []
+
+    def sh(name, cmd, timeout=0, expect=""):
+        ran.append((name, cmd))
+        return {"step": name, "status": "ok", "stdout": "/work/random-deepseek-1.3b\n"}
+
+    first = g.Run(tmp_path / "out", 0, env)
+    first.sh = sh
+    g.pipeline(first, 2, stages=("sft", "reinforce", "ppo"))
+    assert [n for n, _ in ran] == ["pipeline/build", "pipeline/sft", "pipeline/reinforce", "pipeline/ppo"]
+    ran.clear()
+    second = g.Run(tmp_path / "out", 0, env)
+    second.sh = sh
+    g.pipeline(second, 2, stages=("grpo", "dpo", "eval"))
+    assert [n for n, _ in ran] == ["pipeline/build", "pipeline/grpo", "pipeline/dpo", "pipeline/eval"]
+    assert [c[2] for _, c in ran[1:]] == [
+        "codelib.trainers.grpo",
+        "codelib.trainers.dpo",
+        "codelib.evaluation.evaluator",
+    ]
+    steps = [r["step"] for r in json.loads((tmp_path / "out" / "pipeline.json").read_text())]
+    assert steps == [f"pipeline/{s}" for s in ("sft", "reinforce", "ppo", "build", "grpo", "dpo", "eval")]
+    with pytest.raises(SystemExit):  # a misspelt stage is refused before anything is installed or run
+        g.main(["run", "--stages", "grpo,evl", "--out", str(tmp_path / "x")])

@@ -21,6 +21,7 @@ bitsandbytes, datasets, papermill, ipykernel or vllm; no network; the repository
 2. On the GPU machine, with .whl/ beside the repository (on this workplace's lent machine: `carry: [".whl"]`):
 
        python3 tools/gpu_run.py run --out results [--only tests,bench-1.3b,bench-7b,pipeline] [--budget-s 540]
+                                    [--stages sft,reinforce,ppo,grpo,dpo,eval]
 
    It installs exactly the wheels whose package is missing or at another version than the pin into a target
    directory (--target, default /tmp/codelib-site; nothing touches the system's site-packages), puts it first on
@@ -246,11 +247,18 @@ def bench(run: Run, arch: str, trainers: str, quant: str, steps: int, name: str)
         run.write(name, {"error": rec.get("tail", rec.get("why"))})
 
 
-def pipeline(run: Run, steps: int, arch: str = "deepseek-1.3b") -> None:
+STAGES = ("sft", "reinforce", "ppo", "grpo", "dpo", "eval")
+
+
+def pipeline(run: Run, steps: int, arch: str = "deepseek-1.3b", stages: tuple[str, ...] = STAGES) -> None:
     """The 1.3B profile's stages from the random 1.3B architecture: a few steps each, each stage's record written to
-    pipeline.json before the next starts. arch "tiny": the same stages on the tiny model, fp32, no QLoRA (a CPU)."""
+    pipeline.json before the next starts. arch "tiny": the same stages on the tiny model, fp32, no QLoRA (a CPU).
+    `stages`: a subset, e.g. the last three on a machine where a budget stopped the run after PPO (each stage starts
+    from the previous stages' checkpoints under --work; the build is cached there)."""
     root = Path(run.env["CODELIB_CHECKPOINTS"]).parent
-    records: list[dict] = []
+    prior = json.loads((run.out / "pipeline.json").read_text()) if (run.out / "pipeline.json").exists() else []
+    # a later call on the same --out keeps the stages it does not run again
+    records: list[dict] = [r for r in prior if r.get("step", "").split("/")[-1] not in (*stages, "build")]
     build = run.sh(
         "pipeline/build",
         [
@@ -272,7 +280,7 @@ def pipeline(run: Run, steps: int, arch: str = "deepseek-1.3b") -> None:
         common.append("load_in_4bit=false")
     sampled = [*common, "max_new_tokens=64", "workers=4"]
     ck = f"checkpoints/{PROFILE}"
-    stages = [
+    plan = [
         ("sft", "codelib.trainers.sft", "01_sft", [*common, f"init={base}", "grad_accum=1"], ""),
         ("reinforce", "codelib.trainers.reinforce", "02_reinforce", sampled, ""),
         ("ppo", "codelib.trainers.ppo", "03_ppo", sampled, ""),
@@ -294,7 +302,7 @@ def pipeline(run: Run, steps: int, arch: str = "deepseek-1.3b") -> None:
             "",
         ),
     ]
-    for name, module, params, overrides, expect in stages:
+    for name, module, params, overrides, expect in [st for st in plan if st[0] in stages]:
         rec = run.sh(
             f"pipeline/{name}",
             [sys.executable, "-m", module, f"{p}/{params}.yaml", *overrides],
@@ -322,6 +330,11 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--only", default=",".join(STEPS), help=f"a subset of {','.join(STEPS)}")
     r.add_argument("--steps", type=int, default=3, help="bench.gpu steps per trainer (the first is dropped)")
     r.add_argument("--stage-steps", type=int, default=2, help="pipeline: optimizer steps per stage")
+    r.add_argument(
+        "--stages",
+        default=",".join(STAGES),
+        help=f"pipeline: these of {','.join(STAGES)} (e.g. grpo,dpo,eval after a budget stopped a run at PPO)",
+    )
     r.add_argument("--quant", default="lora,qlora", help="bench.gpu: lora, qlora or both")
     r.add_argument("--budget-s", type=float, default=0, help="stop starting steps after this many seconds (0: none)")
     r.add_argument("--small", action="store_true", help="the tiny model for every step: checks this script on a CPU")
@@ -332,6 +345,10 @@ def main(argv: list[str] | None = None) -> None:
     unknown = sorted(set(only) - set(STEPS))
     if unknown:
         ap.error(f"unknown step {unknown}; steps: {', '.join(STEPS)}")
+    stages = tuple(s for s in a.stages.split(",") if s)
+    unknown = sorted(set(stages) - set(STAGES))
+    if unknown:
+        ap.error(f"unknown pipeline stage {unknown}; stages: {', '.join(STAGES)}")
     out, target = Path(a.out).resolve(), Path(a.target)
     todo, status = needed(Path(a.wheelhouse))
     if todo:
@@ -376,7 +393,7 @@ def main(argv: list[str] | None = None) -> None:
     if "bench-7b" in only:
         bench(run, small or "deepseek-7b", "ppo,grpo", a.quant, a.steps, "bench-7b.json")
     if "pipeline" in only:
-        pipeline(run, a.stage_steps, small or "deepseek-1.3b")
+        pipeline(run, a.stage_steps, small or "deepseek-1.3b", stages)
     run.summary["finished_s"] = round(time.time() - run.t0, 1)
     run.write("summary.json", run.summary)
     failed = [s["step"] for s in run.summary["steps"] if s["status"] == "failed"]
