@@ -230,13 +230,17 @@ def test_shipped_study_files_are_valid():
     assert differ("grpo_ds", "grpo", s0) == {"stage", "dynamic_sampling"}
     assert differ("grpo_p64", "grpo", s0) == {"stage", "prompts_per_step"}
     assert s0["grpo_p64"]["prompts_per_step"] == 2 * s0["grpo"]["prompts_per_step"] and len(samples.runs) == 9
-    # the same tasks per step at the shipped GRPO's total rollouts: half the steps
+    # twice the tasks in half the steps (GRPO's rollouts), and twice the steps on GRPO's batch (grpo_p64's rollouts)
     budget = study.load_study("params/tiny/studies/grpo_budget.yaml")
     b0 = {r.arm: r.params for r in budget.runs if r.seed == 0}
     assert b0["grpo"] == {**s0["grpo"], "stage": b0["grpo"]["stage"]}
     assert differ("grpo_p64_s125", "grpo", b0) == {"stage", "prompts_per_step", "steps"}
     rollouts = {a: p["prompts_per_step"] * p["num_generations"] * p["steps"] for a, p in b0.items()}
     assert rollouts["grpo_p64_s125"] == rollouts["grpo"] and b0["grpo_p64_s125"]["prompts_per_step"] == 64
+    assert differ("grpo_s500", "grpo", b0) == {"stage", "steps"} and rollouts["grpo_s500"] == 2 * rollouts["grpo"]
+    p64 = s0["grpo_p64"]
+    assert rollouts["grpo_s500"] == p64["prompts_per_step"] * p64["num_generations"] * p64["steps"]
+    assert len(budget.runs) == 9
     assert len(study.load_study("params/smoke/studies/smoke.yaml").runs) == 4
     from codelib.evaluation.evaluator import EvalConfig
     from codelib.plumbing.params import load_config
