@@ -235,11 +235,14 @@ def test_shipped_study_files_are_valid():
     b0 = {r.arm: r.params for r in budget.runs if r.seed == 0}
     assert b0["grpo"] == {**s0["grpo"], "stage": b0["grpo"]["stage"]}
     assert differ("grpo_p64_s125", "grpo", b0) == {"stage", "prompts_per_step", "steps"}
-    rollouts = {a: p["prompts_per_step"] * p["num_generations"] * p["steps"] for a, p in b0.items()}
-    assert rollouts["grpo_p64_s125"] == rollouts["grpo"] and b0["grpo_p64_s125"]["prompts_per_step"] == 64
-    assert differ("grpo_s500", "grpo", b0) == {"stage", "steps"} and rollouts["grpo_s500"] == 2 * rollouts["grpo"]
-    p64 = s0["grpo_p64"]
-    assert rollouts["grpo_s500"] == p64["prompts_per_step"] * p64["num_generations"] * p64["steps"]
+
+    def rollouts(p: dict) -> int:  # completions sampled over the whole run
+        return p["prompts_per_step"] * p["num_generations"] * p["steps"]
+
+    assert rollouts(b0["grpo_p64_s125"]) == rollouts(b0["grpo"]) and b0["grpo_p64_s125"]["prompts_per_step"] == 64
+    assert differ("grpo_s500", "grpo", b0) == {"stage", "steps"}
+    assert rollouts(b0["grpo_s500"]) == 2 * rollouts(b0["grpo"])
+    assert rollouts(b0["grpo_s500"]) == rollouts(s0["grpo_p64"])
     assert len(budget.runs) == 9
     assert len(study.load_study("params/smoke/studies/smoke.yaml").runs) == 4
     from codelib.evaluation.evaluator import EvalConfig
