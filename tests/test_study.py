@@ -2,6 +2,7 @@
 and a smoke study (2 arms x 2 seeds) run end to end through papermill."""
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import yaml
 from codelib.evaluation import passk
 from codelib.evaluation.evaluator import bootstrap_ci, pass_at_k
 from codelib.plumbing.params import REPO_ROOT, checkpoints_root
-from codelib.runner import study
+from codelib.runner import study, study_report
 
 # ---------------------------------------------------------------------------------------------------------------
 # statistics on hand-made data
@@ -243,7 +244,9 @@ def test_shipped_study_files_are_valid():
     assert differ("grpo_s500", "grpo", b0) == {"stage", "steps"}
     assert rollouts(b0["grpo_s500"]) == 2 * rollouts(b0["grpo"])
     assert rollouts(b0["grpo_s500"]) == rollouts(s0["grpo_p64"])
-    assert len(budget.runs) == 9
+    assert differ("grpo_lr2x", "grpo", b0) == {"stage", "learning_rate"}
+    assert b0["grpo_lr2x"]["learning_rate"] == 2 * b0["grpo"]["learning_rate"]
+    assert len(budget.runs) == 12
     assert len(study.load_study("params/smoke/studies/smoke.yaml").runs) == 4
     from codelib.evaluation.evaluator import EvalConfig
     from codelib.plumbing.params import load_config
@@ -547,6 +550,10 @@ def test_summary_tables_and_figures_from_evaluations(tmp_path, monkeypatch):
     shown_rows = [line for line in md.splitlines() if line.count("|") == 5 and line.startswith("| ") and "[" in line]
     assert len(shown_rows) == 1 + 21 and "| rpo | dpo | " in md and "| dpo | rloo |" not in md
     assert f"the other {len(pairs) - 21} pairs are in comparisons.csv" in md
+    one_left = out.comparisons.copy()
+    one_left["shown"] = [True] * (len(pairs) - 1) + [False]  # one pair hidden: said in the singular
+    md_one = study_report.summary_markdown(dataclasses.replace(out, comparisons=one_left), cfg)
+    assert "the other pair is in comparisons.csv" in md_one and "other 1 pairs" not in md_one
     import pandas as pd
 
     assert len(pd.read_csv(s.reports / "comparisons.csv")) == len(pairs)

@@ -285,8 +285,9 @@ def summary_markdown(s: StudySummary, cfg: StudyReportConfig) -> str:
             "Paired over the same tasks, seeds resampled within each arm; `P(a > b)` is the share of "
             "bootstrap replicates where a is ahead."
             + (
-                f" Every arm against the baseline and the pairs the study names; the other {hidden} pairs are in "
-                "comparisons.csv."
+                " Every arm against the baseline and the pairs the study names; "
+                + ("the other pair is" if hidden == 1 else f"the other {hidden} pairs are")
+                + " in comparisons.csv."
                 if hidden
                 else ""
             ),
