@@ -247,6 +247,17 @@ def test_shipped_study_files_are_valid():
     assert differ("grpo_lr2x", "grpo", b0) == {"stage", "learning_rate"}
     assert b0["grpo_lr2x"]["learning_rate"] == 2 * b0["grpo"]["learning_rate"]
     assert len(budget.runs) == 12
+    # RLOO's batch apart from its baseline: REINFORCE (no baseline) on RLOO's 16 x 8, and RLOO differing from it in
+    # the baseline only; `reinforce` and `rloo` as in the algorithm study
+    shape = study.load_study("params/tiny/studies/reinforce_shape.yaml")
+    r0 = {r.arm: r.params for r in shape.runs if r.seed == 0}
+    for arm in ("reinforce", "rloo"):
+        assert r0[arm] == {**seed0[arm], "stage": r0[arm]["stage"]}, arm
+    assert differ("reinforce_p16_g8", "reinforce", r0) == {"stage", "batch_size", "samples_per_task"}
+    assert differ("rloo", "reinforce_p16_g8", r0) == {"stage", "baseline"} and r0["reinforce"]["baseline"] == "none"
+    assert r0["reinforce_p16_g8"]["batch_size"] * r0["reinforce_p16_g8"]["samples_per_task"] == 128
+    assert r0["reinforce"]["batch_size"] * r0["reinforce"]["samples_per_task"] == 128 and len(shape.runs) == 12
+    assert differ("reinforce_ma", "reinforce", r0) == {"stage", "baseline"} and r0["reinforce_ma"]["baseline"] != "none"
     assert len(study.load_study("params/smoke/studies/smoke.yaml").runs) == 4
     from codelib.evaluation.evaluator import EvalConfig
     from codelib.plumbing.params import load_config

@@ -37,10 +37,14 @@ BLOCKS = {  # marker name -> (report, what regenerates it)
         "reports/tiny/studies/grpo_budget/summary.md",
         "`python -m codelib.study params/tiny/studies/grpo_budget.yaml`",
     ),
+    "reinforce_shape": (
+        "reports/tiny/studies/reinforce_shape/summary.md",
+        "`python -m codelib.study params/tiny/studies/reinforce_shape.yaml`",
+    ),
 }
 PAGES = {  # page -> the blocks it holds (each block lives on one page)
     "README.md": ["study", "comparison"],
-    "docs/studies.md": ["study_fresh", "passk", "grpo_samples", "grpo_budget"],
+    "docs/studies.md": ["study_fresh", "passk", "grpo_samples", "grpo_budget", "reinforce_shape"],
     "docs/repair.md": ["repair"],
 }
 
