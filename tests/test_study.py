@@ -246,7 +246,20 @@ def test_shipped_study_files_are_valid():
     assert rollouts(b0["grpo_s500"]) == rollouts(s0["grpo_p64"])
     assert differ("grpo_lr2x", "grpo", b0) == {"stage", "learning_rate"}
     assert b0["grpo_lr2x"]["learning_rate"] == 2 * b0["grpo"]["learning_rate"]
-    assert len(budget.runs) == 12
+    assert len(budget.runs) == 15
+    # GRPO with the raw reward as its advantage (REINFORCE's, no baseline): the engine gets GRPO's settings but for
+    # the advantage; the loss differs in name (clip at one update per rollout has pg's gradient), the old log-probs'
+    # source and the std floor are unused by pg on raw rewards, and minibatch 0 is the whole batch of 32 x 4
+    from codelib.plumbing.params import build_config
+    from codelib.trainers import grpo, reinforce
+
+    raw = dataclasses.asdict(build_config(reinforce.Config, dict(b0["grpo_raw"])))
+    ref = dataclasses.asdict(grpo.engine_config(build_config(grpo.Config, dict(b0["grpo"]))))
+    moved = {"stage", "algorithm", "advantage", "policy_loss", "old_from_first_pass", "adv_eps", "minibatch_size"}
+    assert {k for k in raw if raw[k] != ref[k]} == moved
+    assert raw["advantage"] == "reinforce" and ref["advantage"] == "grpo"
+    assert raw["policy_loss"] == "pg" and ref["policy_loss"] == "clip"
+    assert raw["minibatch_size"] == 0 and ref["minibatch_size"] == 32 * 4 and raw["baseline"] == "none"
     # RLOO's batch apart from its baseline: REINFORCE (no baseline) on RLOO's 16 x 8, and RLOO differing from it in
     # the baseline only; `reinforce` and `rloo` as in the algorithm study
     shape = study.load_study("params/tiny/studies/reinforce_shape.yaml")
