@@ -251,10 +251,15 @@ def test_shipped_study_files_are_valid():
     # the advantage; the loss differs in name (clip at one update per rollout has pg's gradient), the old log-probs'
     # source and the std floor are unused by pg on raw rewards, and minibatch 0 is the whole batch of 32 x 4
     from codelib.plumbing.params import build_config
-    from codelib.trainers import grpo, reinforce
+    from codelib.runner.pipeline import config_class
+    from codelib.trainers.grpo import engine_config
 
-    raw = dataclasses.asdict(build_config(reinforce.Config, dict(b0["grpo_raw"])))
-    ref = dataclasses.asdict(grpo.engine_config(build_config(grpo.Config, dict(b0["grpo"]))))
+    def built(arm: str):  # the Config the run's own stage builds from its params
+        run = next(r for r in budget.runs if r.arm == arm and r.seed == 0)
+        return build_config(config_class(run.stage), dict(run.params))
+
+    raw = dataclasses.asdict(built("grpo_raw"))
+    ref = dataclasses.asdict(engine_config(built("grpo")))
     moved = {"stage", "algorithm", "advantage", "policy_loss", "old_from_first_pass", "adv_eps", "minibatch_size"}
     assert {k for k in raw if raw[k] != ref[k]} == moved
     assert raw["advantage"] == "reinforce" and ref["advantage"] == "grpo"
