@@ -277,6 +277,28 @@ def test_shipped_study_files_are_valid():
     assert r0["reinforce"]["batch_size"] * r0["reinforce"]["samples_per_task"] == 128 and len(shape.runs) == 12
     assert differ("reinforce_ma", "reinforce", r0) == {"stage", "baseline"}
     assert r0["reinforce_ma"]["baseline"] == "moving_average"
+    # PPO's critic apart from its baseline: `ppo` as in the algorithm study; `ppo_batch` differs from it in the critic
+    # only (the batch-normalised reward in place of the value head's r - V); `ppo_raw` is the engine `ppo_batch` runs
+    # but for the advantage (the raw reward), built through its own stage (02_reinforce)
+    ppo_shape = study.load_study("params/tiny/studies/ppo_shape.yaml")
+    p0 = {r.arm: r.params for r in ppo_shape.runs if r.seed == 0}
+    assert p0["ppo"] == {**seed0["ppo"], "stage": p0["ppo"]["stage"]} and len(ppo_shape.runs) == 9
+
+    def built_shape(arm: str) -> dict:
+        run = next(r for r in ppo_shape.runs if r.arm == arm and r.seed == 0)
+        return dataclasses.asdict(build_config(config_class(run.stage), dict(run.params)))
+
+    ppo, ppo_batch, ppo_raw = (built_shape(a) for a in ("ppo", "ppo_batch", "ppo_raw"))
+    assert {k for k in ppo if ppo[k] != ppo_batch[k]} == {"stage", "algorithm", "critic", "advantage"}
+    assert (ppo["critic"], ppo["advantage"], ppo_batch["critic"], ppo_batch["advantage"]) == (
+        "value_head",
+        "gae",
+        "none",
+        "batch",
+    )
+    assert set(ppo_raw) == set(ppo_batch)
+    assert {k for k in ppo_raw if ppo_raw[k] != ppo_batch[k]} == {"stage", "algorithm", "advantage"}
+    assert ppo_raw["advantage"] == "reinforce" and ppo_raw["baseline"] == "none" and ppo_raw["ppo_epochs"] == 2
     assert len(study.load_study("params/smoke/studies/smoke.yaml").runs) == 4
     from codelib.evaluation.evaluator import EvalConfig
     from codelib.plumbing.params import load_config

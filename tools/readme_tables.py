@@ -41,10 +41,14 @@ BLOCKS = {  # marker name -> (report, what regenerates it)
         "reports/tiny/studies/reinforce_shape/summary.md",
         "`python -m codelib.study params/tiny/studies/reinforce_shape.yaml`",
     ),
+    "ppo_shape": (
+        "reports/tiny/studies/ppo_shape/summary.md",
+        "`python -m codelib.study params/tiny/studies/ppo_shape.yaml`",
+    ),
 }
 PAGES = {  # page -> the blocks it holds (each block lives on one page)
     "README.md": ["study", "comparison"],
-    "docs/studies.md": ["study_fresh", "passk", "grpo_samples", "grpo_budget", "reinforce_shape"],
+    "docs/studies.md": ["study_fresh", "passk", "grpo_samples", "grpo_budget", "reinforce_shape", "ppo_shape"],
     "docs/repair.md": ["repair"],
 }
 
