@@ -246,7 +246,9 @@ def test_shipped_study_files_are_valid():
     assert rollouts(b0["grpo_s500"]) == rollouts(s0["grpo_p64"])
     assert differ("grpo_lr2x", "grpo", b0) == {"stage", "learning_rate"}
     assert b0["grpo_lr2x"]["learning_rate"] == 2 * b0["grpo"]["learning_rate"]
-    assert len(budget.runs) == 15
+    assert differ("grpo_lr_half", "grpo", b0) == {"stage", "learning_rate"}
+    assert b0["grpo_lr_half"]["learning_rate"] == b0["grpo"]["learning_rate"] / 2
+    assert len(budget.runs) == 21
     # GRPO with the raw reward as its advantage (REINFORCE's, no baseline): the engine gets GRPO's settings but for
     # the advantage; the loss differs in name (clip at one update per rollout has pg's gradient), the old log-probs'
     # source and the std floor are unused by pg on raw rewards, and minibatch 0 is the whole batch of 32 x 4
@@ -265,6 +267,9 @@ def test_shipped_study_files_are_valid():
     assert raw["advantage"] == "reinforce" and ref["advantage"] == "grpo"
     assert raw["policy_loss"] == "pg" and ref["policy_loss"] == "clip"
     assert raw["minibatch_size"] == 0 and ref["minibatch_size"] == 32 * 4 and raw["baseline"] == "none"
+    # the raw advantage at half the learning rate, and nothing else changed
+    assert differ("grpo_raw_lr_half", "grpo_raw", b0) == {"stage", "learning_rate"}
+    assert b0["grpo_raw_lr_half"]["learning_rate"] == b0["grpo_raw"]["learning_rate"] / 2
     # RLOO's batch apart from its baseline: REINFORCE (no baseline) on RLOO's 16 x 8, and RLOO differing from it in
     # the baseline only; `reinforce` and `rloo` as in the algorithm study
     shape = study.load_study("params/tiny/studies/reinforce_shape.yaml")
