@@ -279,7 +279,9 @@ def test_shipped_study_files_are_valid():
     assert differ("reinforce_p16_g8", "reinforce", r0) == {"stage", "batch_size", "samples_per_task"}
     assert differ("rloo", "reinforce_p16_g8", r0) == {"stage", "baseline"} and r0["reinforce"]["baseline"] == "none"
     assert r0["reinforce_p16_g8"]["batch_size"] * r0["reinforce_p16_g8"]["samples_per_task"] == 128
-    assert r0["reinforce"]["batch_size"] * r0["reinforce"]["samples_per_task"] == 128 and len(shape.runs) == 12
+    assert r0["reinforce"]["batch_size"] * r0["reinforce"]["samples_per_task"] == 128 and len(shape.runs) == 15
+    assert differ("reinforce_lr_half", "reinforce", r0) == {"stage", "learning_rate"}
+    assert r0["reinforce_lr_half"]["learning_rate"] == r0["reinforce"]["learning_rate"] / 2
     assert differ("reinforce_ma", "reinforce", r0) == {"stage", "baseline"}
     assert r0["reinforce_ma"]["baseline"] == "moving_average"
     # PPO's critic apart from its baseline: `ppo` as in the algorithm study; `ppo_batch` differs from it in the critic
