@@ -248,7 +248,10 @@ def test_shipped_study_files_are_valid():
     assert b0["grpo_lr2x"]["learning_rate"] == 2 * b0["grpo"]["learning_rate"]
     assert differ("grpo_lr_half", "grpo", b0) == {"stage", "learning_rate"}
     assert b0["grpo_lr_half"]["learning_rate"] == b0["grpo"]["learning_rate"] / 2
-    assert len(budget.runs) == 21
+    # at that learning rate: centred in the group, not scaled by its std (the engine's dr_grpo estimator)
+    assert differ("grpo_unscaled_lr_half", "grpo_lr_half", b0) == {"stage", "scale_rewards"}
+    assert b0["grpo_unscaled_lr_half"]["scale_rewards"] == "none" and b0["grpo_lr_half"]["scale_rewards"] == "group"
+    assert len(budget.runs) == 24
     # GRPO with the raw reward as its advantage (REINFORCE's, no baseline): the engine gets GRPO's settings but for
     # the advantage; the loss differs in name (clip at one update per rollout has pg's gradient), the old log-probs'
     # source and the std floor are unused by pg on raw rewards, and minibatch 0 is the whole batch of 32 x 4
@@ -269,6 +272,7 @@ def test_shipped_study_files_are_valid():
     assert raw["minibatch_size"] == 0 and ref["minibatch_size"] == 32 * 4 and raw["baseline"] == "none"
     # the raw advantage at half the learning rate, and nothing else changed
     assert differ("grpo_raw_lr_half", "grpo_raw", b0) == {"stage", "learning_rate"}
+    assert engine_config(built("grpo_unscaled_lr_half")).advantage == "dr_grpo"
     assert b0["grpo_raw_lr_half"]["learning_rate"] == b0["grpo_raw"]["learning_rate"] / 2
     # RLOO's batch apart from its baseline: REINFORCE (no baseline) on RLOO's 16 x 8, and RLOO differing from it in
     # the baseline only; `reinforce` and `rloo` as in the algorithm study
