@@ -209,6 +209,10 @@ def test_shipped_study_files_are_valid():
     def differ(a: str, b: str, runs: dict = seed0) -> set[str]:  # where two arms' params differ ("stage": run dir)
         return {k for k in runs[a] if runs[a][k] != runs[b][k]}
 
+    def lr_only(a: str, b: str, factor: float, runs: dict) -> None:  # arm a is arm b at `factor` x its learning rate
+        assert differ(a, b, runs) == {"stage", "learning_rate"}
+        assert runs[a]["learning_rate"] == factor * runs[b]["learning_rate"]
+
     x4, dapo = seed0["grpo_x4"], seed0["dapo"]  # DAPO's updates per rollout, none of its other parts
     assert x4["steps_per_generation"] == dapo["steps_per_generation"] == 4
     assert not x4["dynamic_sampling"] and not x4["clip_eps_high"] and not x4["mask_truncated_completions"]
@@ -244,10 +248,8 @@ def test_shipped_study_files_are_valid():
     assert differ("grpo_s500", "grpo", b0) == {"stage", "steps"}
     assert rollouts(b0["grpo_s500"]) == 2 * rollouts(b0["grpo"])
     assert rollouts(b0["grpo_s500"]) == rollouts(s0["grpo_p64"])
-    assert differ("grpo_lr2x", "grpo", b0) == {"stage", "learning_rate"}
-    assert b0["grpo_lr2x"]["learning_rate"] == 2 * b0["grpo"]["learning_rate"]
-    assert differ("grpo_lr_half", "grpo", b0) == {"stage", "learning_rate"}
-    assert b0["grpo_lr_half"]["learning_rate"] == b0["grpo"]["learning_rate"] / 2
+    lr_only("grpo_lr2x", "grpo", 2, b0)
+    lr_only("grpo_lr_half", "grpo", 0.5, b0)
     # at that learning rate: centred in the group, not scaled by its std (the engine's dr_grpo estimator)
     assert differ("grpo_unscaled_lr_half", "grpo_lr_half", b0) == {"stage", "scale_rewards"}
     assert b0["grpo_unscaled_lr_half"]["scale_rewards"] == "none" and b0["grpo_lr_half"]["scale_rewards"] == "group"
@@ -272,8 +274,7 @@ def test_shipped_study_files_are_valid():
     assert raw["policy_loss"] == "pg" and ref["policy_loss"] == "clip"
     assert raw["minibatch_size"] == 0 and ref["minibatch_size"] == 32 * 4 and raw["baseline"] == "none"
     # the raw advantage at half the learning rate, and nothing else changed
-    assert differ("grpo_raw_lr_half", "grpo_raw", b0) == {"stage", "learning_rate"}
-    assert b0["grpo_raw_lr_half"]["learning_rate"] == b0["grpo_raw"]["learning_rate"] / 2
+    lr_only("grpo_raw_lr_half", "grpo_raw", 0.5, b0)
     # RLOO's batch apart from its baseline: REINFORCE (no baseline) on RLOO's 16 x 8, and RLOO differing from it in
     # the baseline only; `reinforce` and `rloo` as in the algorithm study
     shape = study.load_study("params/tiny/studies/reinforce_shape.yaml")
@@ -284,8 +285,7 @@ def test_shipped_study_files_are_valid():
     assert differ("rloo", "reinforce_p16_g8", r0) == {"stage", "baseline"} and r0["reinforce"]["baseline"] == "none"
     assert r0["reinforce_p16_g8"]["batch_size"] * r0["reinforce_p16_g8"]["samples_per_task"] == 128
     assert r0["reinforce"]["batch_size"] * r0["reinforce"]["samples_per_task"] == 128 and len(shape.runs) == 15
-    assert differ("reinforce_lr_half", "reinforce", r0) == {"stage", "learning_rate"}
-    assert r0["reinforce_lr_half"]["learning_rate"] == r0["reinforce"]["learning_rate"] / 2
+    lr_only("reinforce_lr_half", "reinforce", 0.5, r0)
     assert differ("reinforce_ma", "reinforce", r0) == {"stage", "baseline"}
     assert r0["reinforce_ma"]["baseline"] == "moving_average"
     # PPO's critic apart from its baseline: `ppo` as in the algorithm study; `ppo_batch` differs from it in the critic
