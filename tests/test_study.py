@@ -410,6 +410,72 @@ def test_a_killed_study_resumes_and_reruns_only_what_changed(tmp_path, monkeypat
         study.run_study(path, execute=recorder(calls), force=["c"], **go)
 
 
+def test_a_run_another_study_finished_is_copied_not_trained(tmp_path, monkeypatch):
+    monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "checkpoints"))
+    monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "reports"))
+    go = dict(evaluate=False, summarise=False, log=lambda *_: None)
+    ckpts, stamps = tmp_path / "checkpoints/smoke/studies", tmp_path / "checkpoints/smoke/studies/s/.stamps"
+    calls: list[str] = []
+    study.run_study(write_study(tmp_path, TWO_ARMS, "s"), execute=recorder(calls), **go)
+    assert calls == ["a-seed0", "b-seed0", "a-seed1", "b-seed1"]
+    old = json.loads((stamps / "a-seed0.json").read_text())
+    (stamps / "a-seed0.json").write_text(json.dumps({k: v for k, v in old.items() if k != "train"}))  # pre-`train`
+
+    # t: `a` as in s, `b2` is s's `b` under another name, `c` differs from `b` in one param
+    arms = {"a": TWO_ARMS["arms"]["a"], "b2": TWO_ARMS["arms"]["b"]}
+    arms["c"] = {"stage": "03_ppo", "params": {"init": "tiny", "learning_rate": 0.5}}
+    t = write_study(tmp_path, {**TWO_ARMS, "arms": arms}, "t")
+    calls, said = [], []
+    rows = dict((n, st) for n, st, _ in study.run_study(t, execute=recorder(calls), **{**go, "log": said.append}))
+    assert calls == ["a-seed0", "c-seed0", "c-seed1"]  # a-seed0's stamp predates `train`: not a donor
+    assert rows == {"a-seed0": "ran", "a-seed1": "reused", "b2-seed0": "reused", "b2-seed1": "reused"} | {
+        "c-seed0": "ran",
+        "c-seed1": "ran",
+    }
+    assert any("b2-seed1: trained already as studies/s/b-seed1; copied" in line for line in said)
+    got = ckpts / "t/b2-seed1"
+    assert (got / "progress").read_text() == (ckpts / "s/b-seed1/progress").read_text() == "4"
+    assert (tmp_path / "reports/smoke/studies/t/b2-seed1/03_ppo.ipynb").read_text() == "{}"
+    stamp = json.loads((ckpts / "t/.stamps/b2-seed1.json").read_text())
+    assert stamp["status"] == "finished" and stamp["reused_from"] == "s/b-seed1"
+    assert study.finished(study.load_study(t), next(r for r in study.load_study(t).runs if r.name == "b2-seed1"))
+    calls = []
+    assert set(st for _, st, _ in study.run_study(t, execute=recorder(calls), **go)) == {"skipped"} and calls == []
+
+    # skipping s's up-to-date runs writes `train` into the old stamp: from then on a-seed0 is a donor too
+    study.run_study(write_study(tmp_path, TWO_ARMS, "s"), execute=recorder(calls), **go)
+    assert calls == [] and json.loads((stamps / "a-seed0.json").read_text())["train"]
+    u = write_study(tmp_path, {**TWO_ARMS, "arms": {"a": arms["a"]}}, "u")
+    assert [st for _, st, _ in study.run_study(u, execute=recorder(calls), **go)] == ["reused", "reused"]
+    assert calls == []
+
+    # not reused: --force, --no-reuse, a donor stopped before it finished, a donor whose code changed since
+    calls = []
+    study.run_study(u, execute=recorder(calls), force=["a-seed0"], **go)
+    assert calls == ["a-seed0"]
+    v = write_study(tmp_path, {**TWO_ARMS, "arms": {"a": arms["a"]}}, "v")
+    calls = []
+    study.run_study(v, execute=recorder(calls), reuse=False, **go)
+    assert calls == ["a-seed0", "a-seed1"]
+    for name in ("s", "t", "u", "v"):  # every donor of a-seed1 but w's own stopped run
+        (ckpts / name / ".stamps/a-seed1.json").unlink()
+    w = write_study(tmp_path, {**TWO_ARMS, "arms": {"a": arms["a"], "b": TWO_ARMS["arms"]["b"]}}, "w")
+    calls = []
+    study.run_study(w, execute=recorder(calls), only=["a-seed1"], **go)
+    with pytest.raises(Killed):  # retrained and stopped: its notebook is the last run's, its directory partial
+        study.run_study(w, execute=recorder(calls, kill_at=2), force=["a-seed1"], only=["a-seed1"], **go)
+    assert (tmp_path / "reports/smoke/studies/w/a-seed1/02_reinforce.ipynb").exists()
+    x = write_study(tmp_path, {**TWO_ARMS, "arms": {"a": arms["a"]}}, "x")
+    calls = []
+    assert dict((n, st) for n, st, _ in study.run_study(x, execute=recorder(calls), **go))["a-seed1"] == "ran"
+    real = study.module_sources
+    monkeypatch.setattr(study, "module_sources", lambda code: {**real(code), "codelib.engine.rewards": "# edited"})
+    y = write_study(tmp_path, {**TWO_ARMS, "arms": {"b": TWO_ARMS["arms"]["b"]}}, "y")
+    calls = []
+    study.run_study(y, execute=recorder(calls), **go)
+    assert calls == ["b-seed0", "b-seed1"]
+
+
 def test_jobs_train_runs_at_once_and_a_failed_run_stops_no_other(tmp_path, monkeypatch):
     import threading
 

@@ -20,7 +20,9 @@ the profile's params + the arm's overrides + its seed:
 A run is finished when its stamp holds the hash of its params, its notebook, its start checkpoint and the source of
 every codelib module its trainer imports (transitively), and its run directory still exists. A killed study
 resumes at the first unfinished run (the trainer itself resumes from its last checkpoint when the hash is
-unchanged); a run whose params or code changed is wiped and trained again.
+unchanged); a run whose params or code changed is wiped and trained again. A run that another study of the profile
+finished with the same params (but its directory), notebook, code and start checkpoint is copied from it, not trained
+again: training is deterministic on one machine type (`--no-reuse` trains it anyway).
 
 Intervals: per arm, pass@1 is the mean over seeds of each seed's mean over tasks; its interval is a two-level
 bootstrap (resample seeds, then tasks), so an arm whose seeds disagree gets a wider interval than one whose seeds
@@ -105,11 +107,65 @@ def run_key(run: Run, notebook: Path) -> dict:
         "start": json.dumps(start, default=str),
     }
     digest = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+    # the same without the run's directory name (`stage`): two runs with equal `train` train the same weights, so a
+    # run another study finished with it is copied rather than trained again (find_trained)
+    same = {
+        **parts,
+        "params": json.dumps({k: v for k, v in run.params.items() if k != "stage"}, sort_keys=True, default=str),
+    }
     return {
         "key": digest,
+        "train": hashlib.sha256(json.dumps(same, sort_keys=True).encode()).hexdigest()[:16],
         "modules": sorted(sources),
         **{k: hashlib.sha256(v.encode()).hexdigest()[:12] for k, v in parts.items()},
     }
+
+
+def find_trained(study: Study, run: Run, train: str) -> tuple[Path, Path] | None:
+    """A finished run of any study of the profile that trained what `run` would: the same params but for its
+    directory, the same notebook, code and start checkpoint (its stamp's `train`); (its run directory, its executed
+    notebook), or None."""
+    studies = study.checkpoints.parent  # checkpoints/<profile>/studies
+    for stamp_path in sorted(studies.glob("*/.stamps/*.json")):
+        other, name = stamp_path.parent.parent.name, stamp_path.stem
+        if (other, name) == (study.name, run.name):
+            continue
+        try:
+            stamp = json.loads(stamp_path.read_text())
+        except (OSError, ValueError):
+            continue
+        if stamp.get("train") != train or stamp.get("status") != "finished":
+            continue
+        rdir, nb = studies / other / name, study.reports.parent / other / name / f"{run.stage}.ipynb"
+        if rdir.is_dir() and nb.exists():
+            return rdir, nb
+    return None
+
+
+def _adopt(donor: tuple[Path, Path], rdir: Path, out_nb: Path, stamp_path: Path, key: dict) -> None:
+    """Copy a donor run (its directory and executed notebook) in as this run, finished; its config.json and notebook
+    still name the donor's directory, and the stamp says where it came from."""
+    src, nb = donor
+    tmp = rdir.with_name(rdir.name + ".copying")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(src, tmp)
+    if rdir.exists():
+        shutil.rmtree(rdir)
+    tmp.rename(rdir)
+    out_nb.parent.mkdir(parents=True, exist_ok=True)
+    part = out_nb.with_name(out_nb.name + ".copying")
+    shutil.copyfile(nb, part)
+    part.replace(out_nb)
+    atomic_write_json(
+        stamp_path,
+        {
+            **key,
+            "status": "finished",
+            "seconds": 0.0,
+            "reused_from": f"{src.parent.name}/{src.name}",
+            "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+        },
+    )
 
 
 def _config_module(stage: str) -> str:
@@ -153,15 +209,18 @@ def run_study(
     split: str = "",
     jobs: int = 0,
     only: Sequence[str] = (),
+    reuse: bool = True,
 ) -> list[tuple[str, str, float]]:
-    """Run every unfinished run of the study, evaluate every run, summarise; (run, "ran" | "skipped", s) rows.
+    """Run every unfinished run of the study, evaluate every run, summarise; (run, "ran" | "skipped" | "reused", s)
+    rows.
 
     `force` names runs (or arms) to train again even if finished. `execute(stage, params, notebook, out_nb)`
     runs one notebook (papermill; tests replace it). `split` evaluates and summarises on that split of the eval's
     dataset instead of its own, into their own directories (training is the same: finished runs are reused).
     `jobs` runs that many trainings at once (0: the study file's `jobs`, default 1). `only` names runs or arms:
     train just those now, in that order (the others are left as they are); the evaluation and the summary cover
-    every finished run.
+    every finished run. `reuse`: an unfinished run that another study of the profile finished with the same params
+    (but its directory), notebook, code and start checkpoint is copied from it instead of trained (not when forced).
     """
     study = load_study(path, split)
     for flag, names in (("--force", force), ("--only", only)):
@@ -190,7 +249,15 @@ def run_study(
             if out_nb.exists() and rdir.exists():
                 log(f"{tag}: finished, skipped")
                 rows.append((run.name, "skipped", 0.0))
+                if stamp.get("train") != key["train"]:  # a stamp from before `train`: a donor from now on
+                    atomic_write_json(stamp_path, {**stamp, "train": key["train"]})
                 continue
+        donor = find_trained(study, run, key["train"]) if reuse and not forced else None
+        if donor is not None:
+            _adopt(donor, rdir, out_nb, stamp_path, key)
+            log(f"{tag}: trained already as studies/{donor[0].parent.name}/{donor[0].name}; copied, not trained again")
+            rows.append((run.name, "reused", 0.0))
+            continue
         if stamp.get("key") != key["key"] or stamp.get("status") == "finished" or forced:
             # changed params or code (or a forced rerun): the trainer must not resume the old run's checkpoint
             if rdir.exists():
@@ -287,6 +354,12 @@ def main(argv: list[str] | None = None) -> int:
         help="train this many runs at once (default: the study file's "
         "jobs, else 1); on 2 cores, 2 with threads: 1 in every arm",
     )
+    ap.add_argument(
+        "--no-reuse",
+        action="store_true",
+        help="train every unfinished run here, even one another study of the profile finished with the same "
+        "params, notebook, code and start (by default it is copied)",
+    )
     args = ap.parse_args(argv)
     try:
         if args.check:
@@ -296,9 +369,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{len(study.runs)} runs ({len(study.arms)} arms x {len(study.seeds)} seeds); file is valid")
             return 0
         t0 = time.time()
-        rows = run_study(args.study, force=args.force, split=args.split, jobs=args.jobs, only=args.only)
-        ran = sum(1 for _, st, _ in rows if st == "ran")
-        print(f"{ran} run(s) trained, {len(rows) - ran} skipped, {time.time() - t0:.0f} s in all")
+        rows = run_study(
+            args.study, force=args.force, split=args.split, jobs=args.jobs, only=args.only, reuse=not args.no_reuse
+        )
+        ran, reused = (sum(1 for _, st, _ in rows if st == s) for s in ("ran", "reused"))
+        print(
+            f"{ran} run(s) trained, {reused} copied from other studies, {len(rows) - ran - reused} skipped, "
+            f"{time.time() - t0:.0f} s in all"
+        )
         return 0
     except (ParamsError, FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
