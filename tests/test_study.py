@@ -197,14 +197,18 @@ def test_shipped_study_files_are_valid():
         "grpo": "04_grpo",
         "grpo_trl": "04_grpo",
         "dapo": "04_grpo",
-        "grpo_x4": "04_grpo",
-        "dapo_no_ds": "04_grpo",
-        "grpo_ds": "04_grpo",
         "dpo": "05_dpo",
         "rpo": "05_dpo",
     }
-    assert s.seeds == [0, 1, 2] and len(s.runs) == 33
+    assert s.seeds == [0, 1, 2] and len(s.runs) == 24
     seed0 = {r.arm: r.params for r in s.runs if r.seed == 0}
+    # DAPO's parts, a study of their own: its grpo and dapo are the algorithm study's (their runs are copied)
+    parts = study.load_study("params/tiny/studies/dapo_parts.yaml")
+    assert parts.seeds == s.seeds and len(parts.runs) == 15
+    seed0.update({r.arm: r.params for r in parts.runs if r.seed == 0 and r.arm not in seed0})
+    for arm in ("grpo", "dapo"):
+        mine = next(r for r in parts.runs if r.arm == arm and r.seed == 0)
+        assert mine.params == {**seed0[arm], "stage": mine.params["stage"]}, arm
 
     def differ(a: str, b: str, runs: dict = seed0) -> set[str]:  # where two arms' params differ ("stage": run dir)
         return {k for k in runs[a] if runs[a][k] != runs[b][k]}
@@ -633,9 +637,6 @@ def test_summary_tables_and_figures_from_evaluations(tmp_path, monkeypatch):
         "grpo",
         "grpo_trl",
         "dapo",
-        "grpo_x4",
-        "dapo_no_ds",
-        "grpo_ds",
         "dpo",
         "rpo",
     ]
@@ -645,7 +646,7 @@ def test_summary_tables_and_figures_from_evaluations(tmp_path, monkeypatch):
     # the two-level interval contains the tasks-only one's width and more (the seeds disagree by ±4 points)
     assert (arms["ci_high"] - arms["ci_low"])["ppo"] > (arms["task_ci_high"] - arms["task_ci_low"])["ppo"]
     pairs = list(zip(out.comparisons["a"], out.comparisons["b"], strict=True))
-    assert pairs[:11] == [(a, "sft") for a in arm_names] and len(pairs) == 11 + 11 * 10 // 2
+    assert pairs[:8] == [(a, "sft") for a in arm_names] and len(pairs) == 8 + 8 * 7 // 2
     assert out.curves["dpo"]["k"] == list(range(1, 9)) and len(out.curves["dpo"]["per_seed"]) == 3
     paths = study.make_figures(out, show=False)
     for p in paths.values():
@@ -653,23 +654,19 @@ def test_summary_tables_and_figures_from_evaluations(tmp_path, monkeypatch):
     named = [
         ("grpo", "grpo_trl"),
         ("dapo", "grpo"),
-        ("grpo_x4", "grpo"),
-        ("dapo", "grpo_x4"),
-        ("dapo", "dapo_no_ds"),
-        ("grpo_ds", "grpo"),
         ("grpo", "reinforce"),
         ("rloo", "reinforce"),
         ("ppo", "reinforce"),
         ("rpo", "dpo"),
     ]
-    assert s.pairs == named and pairs[11:21] == named  # the study's pairs come next, in its order
-    assert list(out.comparisons["shown"]) == [True] * 21 + [False] * (len(pairs) - 21)
+    assert s.pairs == named and pairs[8:14] == named  # the study's pairs come next, in its order
+    assert list(out.comparisons["shown"]) == [True] * 14 + [False] * (len(pairs) - 14)
     md = (s.reports / "summary.md").read_text()
     row = [line for line in md.splitlines() if line.startswith("| dpo | 05_dpo")]  # the stage and its overrides
     assert len(row) == 1 and "| 3 |" in row[0] and "two-level bootstrap" in md
     shown_rows = [line for line in md.splitlines() if line.count("|") == 5 and line.startswith("| ") and "[" in line]
-    assert len(shown_rows) == 1 + 21 and "| rpo | dpo | " in md and "| dpo | rloo |" not in md
-    assert f"the other {len(pairs) - 21} pairs are in comparisons.csv" in md
+    assert len(shown_rows) == 1 + 14 and "| rpo | dpo | " in md and "| dpo | rloo |" not in md
+    assert f"the other {len(pairs) - 14} pairs are in comparisons.csv" in md
     one_left = out.comparisons.copy()
     one_left["shown"] = [True] * (len(pairs) - 1) + [False]  # one pair hidden: said in the singular
     md_one = study_report.summary_markdown(dataclasses.replace(out, comparisons=one_left), cfg)
