@@ -46,6 +46,7 @@ from pathlib import Path
 from codelib.evaluation import evaluator
 from codelib.plumbing.fingerprint import module_sources
 from codelib.plumbing.params import REPO_ROOT, ParamsError, atomic_write_json, resolve
+from codelib.plumbing.paths import atomic_write_text
 from codelib.plumbing.progress import HEADLESS_ENV
 from codelib.policy.models import checkpoint_fingerprint
 from codelib.runner import pipeline
@@ -106,16 +107,16 @@ def run_key(run: Run, notebook: Path) -> dict:
         "code": json.dumps({m: hashlib.sha256(t.encode()).hexdigest() for m, t in sources.items()}),
         "start": json.dumps(start, default=str),
     }
-    digest = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
-    # the same without the run's directory name (`stage`): two runs with equal `train` train the same weights, so a
-    # run another study finished with it is copied rather than trained again (find_trained)
-    same = {
-        **parts,
-        "params": json.dumps({k: v for k, v in run.params.items() if k != "stage"}, sort_keys=True, default=str),
-    }
+
+    def digest(d: dict) -> str:
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+    # `train`: the same without the run's directory name (`stage`): two runs with equal `train` train the same
+    # weights, so a run another study finished with it is copied rather than trained again (find_trained)
+    params = {k: v for k, v in run.params.items() if k != "stage"}
     return {
-        "key": digest,
-        "train": hashlib.sha256(json.dumps(same, sort_keys=True).encode()).hexdigest()[:16],
+        "key": digest(parts),
+        "train": digest({**parts, "params": json.dumps(params, sort_keys=True, default=str)}),
         "modules": sorted(sources),
         **{k: hashlib.sha256(v.encode()).hexdigest()[:12] for k, v in parts.items()},
     }
@@ -153,9 +154,7 @@ def _adopt(donor: tuple[Path, Path], rdir: Path, out_nb: Path, stamp_path: Path,
         shutil.rmtree(rdir)
     tmp.rename(rdir)
     out_nb.parent.mkdir(parents=True, exist_ok=True)
-    part = out_nb.with_name(out_nb.name + ".copying")
-    shutil.copyfile(nb, part)
-    part.replace(out_nb)
+    atomic_write_text(out_nb, nb.read_text())
     atomic_write_json(
         stamp_path,
         {
