@@ -133,6 +133,27 @@ def test_dynamic_sampling_drops_all_pass_groups_of_different_lengths():
     assert batch.texts == ["a2", "a3"] and st["groups_dropped"] == 2.0  # reward-equality would have dropped none
 
 
+def test_task_orders_independent_draws_and_epoch_passes():
+    tasks = list(range(100))
+    # independent: each step alone (what every shipped run used): within a run tasks repeat before all are seen
+    ind = [rollout.batch_tasks(tasks, 8, s, seed=3) for s in range(1, 13)]  # 96 draws
+    assert ind[4] == rollout.batch_tasks(tasks, 8, 5, seed=3)  # a function of (seed, step): a resume sees the same
+    assert all(len(set(b)) == 8 for b in ind) and len({t for b in ind for t in b}) < 96
+    # epoch: steps 1-12 are one shuffled pass (12 x 8 = 96 distinct tasks, the last 4 dropped, as TRL's sampler)
+    ep = [rollout.batch_tasks(tasks, 8, s, seed=3, order="epoch") for s in range(1, 26)]
+    first = [t for b in ep[:12] for t in b]
+    assert len(set(first)) == 96 and first != sorted(first)
+    second = [t for b in ep[12:24] for t in b]
+    assert len(set(second)) == 96 and second != first  # the next pass, shuffled anew
+    assert ep[24] == rollout.batch_tasks(tasks, 8, 25, seed=3, order="epoch") != ep[0]  # step 25 opens pass 3
+    assert rollout.batch_tasks(tasks[:5], 8, 2, seed=3, order="epoch") != []  # fewer tasks than a batch: all of them
+    assert sorted(rollout.batch_tasks(tasks[:5], 8, 2, seed=3, order="epoch")) == tasks[:5]
+    assert grpo.engine_config(grpo.Config(task_order="epoch")).task_order == "epoch"
+    for bad in (lambda: grpo.Config(task_order="shuffled"), lambda: online.Config(task_order="shuffled")):
+        with pytest.raises(ValueError, match="task_order must be one of independent, epoch"):
+            bad()
+
+
 def _tiny_llama():
     from transformers import LlamaConfig, LlamaForCausalLM
 

@@ -228,10 +228,12 @@ def test_shipped_study_files_are_valid():
     assert [(r.params["seed"], r.params["gen_seed"]) for r in dpo] == [(0, 0), (1, 1), (2, 2)]
     assert {r.params["backend"] for r in s.runs if r.arm.startswith("grpo")} == {"own", "trl"}
     backends = study.load_study("params/tiny/studies/backends.yaml")
-    assert [(r.arm, r.params["backend"]) for r in backends.runs if r.seed == 0] == [
-        ("grpo", "own"),
-        ("grpo_trl", "trl"),
-    ]
+    b = {r.arm: r.params for r in backends.runs if r.seed == 0}
+    assert [(a, p["backend"]) for a, p in b.items()] == [("grpo", "own"), ("grpo_epoch", "own"), ("grpo_trl", "trl")]
+    # the same runs as the algorithm study's GRPO arms, and the epoch arm differs from the engine's in its order only
+    assert b["grpo"] == {**seed0["grpo"], "stage": b["grpo"]["stage"]}
+    assert b["grpo_trl"] == {**seed0["grpo_trl"], "stage": b["grpo_trl"]["stage"]}
+    assert differ("grpo_epoch", "grpo", b) == {"stage", "task_order"} and b["grpo_epoch"]["task_order"] == "epoch"
     # the filter against the rollouts it spends: plain GRPO with twice the tasks per step, nothing else changed
     samples = study.load_study("params/tiny/studies/grpo_samples.yaml")
     s0 = {r.arm: r.params for r in samples.runs if r.seed == 0}

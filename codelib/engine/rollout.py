@@ -4,7 +4,8 @@
 call, and scores them with the run's reward (`codelib.engine.rewards.make_rewards(cfg.rewards)`): the verdicts are
 cached, so a reward term that needs them costs nothing more. REINFORCE and PPO call it once per step; GRPO
 hands the same reward's terms to TRL, which samples for itself. Batches of tasks are a function of (seed, step)
-alone, so a resumed run sees the batches an uninterrupted one would have.
+alone, so a resumed run sees the batches an uninterrupted one would have; `task_order` says whether each step draws
+its own (the default) or the run walks shuffled passes over the tasks, as TRL's sampler does.
 """
 
 from __future__ import annotations
@@ -40,10 +41,24 @@ class Rollouts:
     tamper: list[str] = dataclasses.field(default_factory=list)  # [N] what the sandbox saw it try ("" = nothing)
 
 
-def batch_tasks(tasks: list, batch_size: int, step: int, seed: int) -> list:
-    """The tasks of one step: a function of (seed, step) alone, so a resumed run sees the same batches."""
-    rng = random.Random(seed * 1_000_003 + step)
-    return rng.sample(tasks, min(batch_size, len(tasks)))
+TASK_ORDERS = ("independent", "epoch")
+
+
+def batch_tasks(tasks: list, batch_size: int, step: int, seed: int, order: str = "independent") -> list:
+    """The tasks of step `step` (from 1): a function of (seed, step) alone, so a resumed run sees the same batches.
+
+    independent: each step draws its tasks alone, so a task can come back before another is seen (a 250-step run of
+    32 tasks sees ~80% of 5,000). epoch: a shuffled pass over the tasks, cut into batches, then another (TRL's
+    RepeatSampler; an incomplete last batch of a pass is dropped, as there)."""
+    if order == "independent":
+        rng = random.Random(seed * 1_000_003 + step)
+        return rng.sample(tasks, min(batch_size, len(tasks)))
+    if order != "epoch":
+        raise ValueError(f"task_order must be one of {', '.join(TASK_ORDERS)}; you gave {order!r}")
+    per_epoch = max(1, len(tasks) // batch_size)
+    epoch, i = divmod(step - 1, per_epoch)
+    perm = random.Random(seed * 1_000_003 + epoch).sample(range(len(tasks)), len(tasks))
+    return [tasks[j] for j in perm[i * batch_size : (i + 1) * batch_size]]
 
 
 def rollout(model, tokenizer, tasks: list, n_per_task: int, cfg, seed: int, reward) -> Rollouts:

@@ -207,7 +207,7 @@ class OnlineRun:
     def rollout(self, step: int, n_per_task: int) -> rollout.Rollouts:
         """This rank's share of the step's tasks, n_per_task completions each, judged and scored."""
         rank, ranks = self.acc.process_index, self.acc.num_processes
-        tasks = rollout.batch_tasks(self.tasks, self.cfg.batch_size, step, self.cfg.seed)
+        tasks = rollout.batch_tasks(self.tasks, self.cfg.batch_size, step, self.cfg.seed, self.cfg.task_order)
         mine = tasks[rank::ranks]
         seed = self.cfg.seed + step + 7919 * rank
         ro = rollout.rollout(self.policy, self.tokenizer, mine, n_per_task, self.cfg, seed, self.reward)
@@ -217,9 +217,9 @@ class OnlineRun:
 
         def more(r: int) -> rollout.Rollouts:
             """Refill r: fresh tasks and seeds, a function of (seed, step, r) alone (a resumed run sees the same)."""
-            fresh = rollout.batch_tasks(self.tasks, self.cfg.batch_size, step, self.cfg.seed + 104_729 * r)[
-                rank::ranks
-            ]
+            fresh = rollout.batch_tasks(
+                self.tasks, self.cfg.batch_size, step, self.cfg.seed + 104_729 * r, self.cfg.task_order
+            )[rank::ranks]
             return rollout.rollout(
                 self.policy, self.tokenizer, fresh, n_per_task, self.cfg, seed + 15_485_863 * r, self.reward
             )

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from codelib.algorithms.losses import KL_ESTIMATORS
 from codelib.engine import rewards
+from codelib.engine.rollout import TASK_ORDERS
 from codelib.plumbing.params import run_dir
 from codelib.policy.models import DEFAULT_TARGETS
 
@@ -104,6 +105,7 @@ class OnlineConfig(TrainEvalConfig):
     max_refills: int = 4  # dynamic sampling: at most this many extra rollout batches per step
     shared_prefix: bool = False  # update forwards run each distinct prompt once (faster; floats move ~1e-5)
     kl_every: int = 1  # with kl_coef 0 the KL to the start policy is only logged: every N steps (0: never)
+    task_order: str = "independent"  # independent: each step draws its tasks | epoch: shuffled passes (TRL's order)
 
     def __post_init__(self):
         super().__post_init__()
@@ -117,3 +119,5 @@ class OnlineConfig(TrainEvalConfig):
             raise ValueError(f"max_refills must be >= 0; you gave {self.max_refills}")
         if self.kl_every < 0:
             raise ValueError(f"kl_every must be >= 0 (0: the KL is never logged); you gave {self.kl_every}")
+        if self.task_order not in TASK_ORDERS:
+            raise ValueError(f"task_order must be one of {', '.join(TASK_ORDERS)}; you gave {self.task_order!r}")

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codelib.algorithms import ALGORITHMS
+from codelib.engine.rollout import TASK_ORDERS
 from codelib.plumbing.params import config_to_dict, main_train
 from codelib.trainers import online
 from codelib.trainers.common import TrainEvalConfig
@@ -59,6 +60,7 @@ class Config(TrainEvalConfig):
     max_refills: int = 4  # dynamic sampling: at most this many extra rollout batches per step
     entropy_coef: float = 0.0  # own backend: entropy bonus weight
     shared_prefix: bool = False  # own backend: update forwards run each distinct prompt once (floats move ~1e-5)
+    task_order: str = "independent"  # own backend: independent (each step draws its tasks) | epoch (TRL's order)
     max_prompt_tokens: int = 512  # backend trl: prompts longer than this keep their last tokens
     use_vllm: bool = False  # backend trl: generation on vLLM (GPU; pip install -r requirements-vllm.txt)
     vllm_mode: str = "colocate"  # colocate | server (trl vllm-serve)
@@ -90,6 +92,8 @@ class Config(TrainEvalConfig):
             raise ValueError(
                 "prompts_per_step x num_generations must split evenly into steps_per_generation minibatches"
             )
+        if self.task_order not in TASK_ORDERS:
+            raise ValueError(f"task_order must be one of {', '.join(TASK_ORDERS)}; you gave {self.task_order!r}")
         if self.vllm_mode not in ("colocate", "server"):
             raise ValueError(f"vllm_mode must be colocate or server; you gave {self.vllm_mode!r}")
         if not 0 < self.vllm_gpu_memory_utilization < 1:
@@ -176,6 +180,7 @@ def engine_config(cfg: Config) -> online.Config:
         max_refills=cfg.max_refills,
         mask_truncated=cfg.mask_truncated_completions,
         shared_prefix=cfg.shared_prefix,
+        task_order=cfg.task_order,
         adv_eps=1e-4,  # TRL's std floor
         old_from_first_pass=True,  # one update per rollout: the update's own forward gives the old log-probs, as TRL
     )
