@@ -55,3 +55,22 @@ def tiny_sft(ckpt_root, tiny_base):
         limit=64,
     )
     return sft.train(cfg)
+
+
+@pytest.fixture
+def tiny_llama():
+    """A one-layer Llama of a 32-token vocabulary, seeded: for tests of log-prob and loss paths (no checkpoint)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(
+        vocab_size=32,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
+    return LlamaForCausalLM(cfg).eval()

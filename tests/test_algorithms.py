@@ -175,13 +175,20 @@ def test_verdict_classes_of_real_sandbox_verdicts():
 # TRL's GRPO losses on hand-made numbers
 
 
-def _trl_loss(loss_type: str, logp, old, adv, mask, eps=0.2, eps_high=None, level="token", max_len=4):
-    """TRL's own GRPOTrainer._compute_loss on given log-probs (a stand-in trainer holds only what it reads)."""
+def _trl_loss(
+    loss_type: str, logp, old, adv, mask, eps=0.2, eps_high=None, level="token", max_len=4, model=None, ids=None
+):
+    """TRL's own GRPOTrainer._compute_loss (a stand-in trainer holds only what it reads) on given log-probs, or, with
+    `model` and `ids` (prompt ids, prompt mask, completion ids), on the model's own through TRL's log-prob path."""
+    import contextlib
+
     from trl import GRPOTrainer
 
     acc = types.SimpleNamespace(
         num_processes=1,
         sync_gradients=True,
+        is_main_process=True,
+        autocast=contextlib.nullcontext,
         gather=lambda x: x,
         gather_for_metrics=lambda x: x,
         reduce=lambda x, reduction="sum": x,
@@ -202,20 +209,30 @@ def _trl_loss(loss_type: str, logp, old, adv, mask, eps=0.2, eps_high=None, leve
         model=types.SimpleNamespace(training=True),
         _entropy_bonus_enabled=False,
         _metrics=collections.defaultdict(lambda: collections.defaultdict(list)),
-        args=types.SimpleNamespace(delta=None, use_bias_correction_kl=False, steps_per_generation=1),
-        _get_per_token_logps_and_entropies=lambda *a, **k: (logp, torch.zeros_like(logp), None),
+        args=types.SimpleNamespace(delta=None, use_bias_correction_kl=False, steps_per_generation=1, report_to=[]),
     )
-    b, t = logp.shape
+    b, t = mask.shape
+    if model is None:
+        fake._get_per_token_logps_and_entropies = lambda *a, **k: (logp, torch.zeros_like(logp), None)
+        ids = (
+            torch.zeros(b, 1, dtype=torch.long),
+            torch.ones(b, 1, dtype=torch.long),
+            torch.zeros(b, t, dtype=torch.long),
+        )
+    else:
+        fake._get_per_token_logps_and_entropies = types.MethodType(
+            GRPOTrainer._get_per_token_logps_and_entropies, fake
+        )
     inputs = {
-        "prompt_ids": torch.zeros(b, 1, dtype=torch.long),
-        "prompt_mask": torch.ones(b, 1, dtype=torch.long),
-        "completion_ids": torch.zeros(b, t, dtype=torch.long),
+        "prompt_ids": ids[0],
+        "prompt_mask": ids[1],
+        "completion_ids": ids[2],
         "completion_mask": mask,
         "advantages": adv,
         "old_per_token_logps": old,
         "num_items_in_batch": mask.sum(),
     }
-    return GRPOTrainer._compute_loss(fake, None, inputs)
+    return GRPOTrainer._compute_loss(fake, model, inputs)
 
 
 _LOGP = [[-1.0, -0.5, -2.0], [-0.3, -1.2, -0.7]]
@@ -296,6 +313,75 @@ def test_trl_cispo_clips_and_detaches_the_weight_every_token_keeps_a_gradient():
 
 # ---------------------------------------------------------------------------------------------------------------
 # configs name the fix
+
+
+@pytest.mark.parametrize(
+    "loss_type, level, eps_high",
+    [("dapo", "token", 0.28), ("grpo", "token", 0.0), ("dr_grpo", "token", 0.0), ("cispo", "token", 1.5)]
+    + [("dapo", "sequence", 0.0)],
+)
+def test_the_engine_computes_trls_gradient_on_one_batch(loss_type, level, eps_high, tiny_llama):
+    """The backends' updates, not only their formulas: one batch of unequal prompts and completions (prompts
+    left-padded for TRL, rows packed for the engine), old log-probs moved off the current ones so every clip or cap
+    binds somewhere, through the engine's log-probs, loss and aggregation (as `grpo.engine_config` maps the GRPO
+    settings) and through TRL's `_compute_loss`: the same loss and the same gradient."""
+    from peft import LoraConfig, get_peft_model
+    from trl.trainer.utils import add_fused_lm_head
+
+    from codelib.algorithms import aggregate, policy_loss
+    from codelib.policy.logprobs import make_batch, token_logprobs
+
+    model = tiny_llama
+    add_fused_lm_head(model, outputs=("log_probs", "entropy"))
+    model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"]))
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():  # off B = 0, so the adapter's A matrices have a gradient too
+        for name, w in model.named_parameters():
+            if "lora_B" in name:
+                w.copy_(torch.randn(w.shape, generator=g) * 0.3)
+    model.train()
+    prompts = [[1, 5, 9], [1, 5, 9], [1, 7], [1, 7], [1, 3, 4, 6], [1, 3, 4, 6]]  # groups of 2 share a prompt
+    comps = [[int(x) for x in torch.randint(2, 32, (n,), generator=g)] for n in (5, 2, 8, 3, 6, 1)]
+    adv = torch.randn(len(comps), generator=g)
+    pw, cw = max(map(len, prompts)), max(map(len, comps))
+    left = torch.tensor([pw - len(p) for p in prompts])[:, None]
+    lens = torch.tensor([len(c) for c in comps])[:, None]
+    trl_mask = (torch.arange(cw)[None] < lens).float()
+    batch = make_batch(prompts, comps, 0)  # the engine's layout: each row its prompt then its completion
+    m = batch.completion_mask
+    with torch.no_grad():  # old log-probs: the current ones, moved per token and per row (so sequence ratios move)
+        cur = token_logprobs(model, batch)
+    shift = (torch.rand(cur.shape, generator=g) - 0.5) * 1.2 + (torch.rand(len(comps), 1, generator=g) - 0.5)
+    old = (cur + shift) * m
+    trl_old = torch.zeros(len(comps), cw).masked_scatter(trl_mask.bool(), old[m.bool()])
+    params = [w for w in model.parameters() if w.requires_grad]
+
+    settings = grpo.Config(
+        loss_type=loss_type, importance_sampling_level=level, clip_eps_high=eps_high, max_new_tokens=8
+    )
+    cfg = grpo.engine_config(settings)
+    logp, _ = token_logprobs(model, batch, with_entropy=True, shared=True)
+    per_token, stats = policy_loss(
+        cfg.policy_loss, logp, old, adv, m, eps_low=cfg.clip_eps, eps_high=cfg.clip_eps_high or cfg.clip_eps
+    )
+    ours = aggregate(cfg.loss_agg, per_token, m, cfg.max_new_tokens)
+    g_ours = torch.autograd.grad(ours, params)
+
+    ids = (
+        torch.tensor([[0] * (pw - len(p)) + p for p in prompts]),  # TRL's layout: prompts left-padded
+        (torch.arange(pw)[None] >= left).long(),
+        torch.tensor([c + [0] * (cw - len(c)) for c in comps]),
+    )
+    eps_trl = settings.clip_eps_high or settings.clip_eps  # TRL's epsilon_high (CISPO: the cap itself)
+    theirs = _trl_loss(
+        loss_type, None, trl_old, adv, trl_mask, eps_high=eps_trl, level=level, max_len=8, model=model, ids=ids
+    )
+    g_theirs = torch.autograd.grad(theirs, params)
+    assert torch.allclose(ours, theirs, atol=1e-6), (ours.item(), theirs.item())
+    for a, b in zip(g_ours, g_theirs, strict=True):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)
+    assert sum(float(b.abs().sum()) for b in g_theirs) > 0
+    assert stats["clip_frac_low"] + stats["clip_frac_high"] > 0, stats  # the clip (or CISPO's cap) acts here
 
 
 def test_bad_options_name_the_fix():

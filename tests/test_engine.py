@@ -154,27 +154,11 @@ def test_task_orders_independent_draws_and_epoch_passes():
             bad()
 
 
-def _tiny_llama():
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=32,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-    )
-    return LlamaForCausalLM(cfg).eval()
-
-
 @pytest.mark.parametrize("packed", [False, True])
-def test_temperature_is_applied_in_the_log_probs(packed):
+def test_temperature_is_applied_in_the_log_probs(packed, tiny_llama):
     from codelib.policy.logprobs import make_batch, token_logprobs
 
-    model = _tiny_llama()
+    model = tiny_llama
     batch = make_batch([[1, 2, 3], [1, 2, 3]], [[4, 5], [6, 7, 8]], pad_id=0)
     with torch.no_grad():
         got = token_logprobs(model, batch, packed=packed, temperature=0.5)
@@ -185,115 +169,6 @@ def test_temperature_is_applied_in_the_log_probs(packed):
     assert torch.allclose(got[m], want[m], atol=1e-5) and not torch.allclose(got[m], plain[m], atol=1e-3)
     with pytest.raises(ValueError, match="top_p"):
         online.Config(top_p=0.9)
-
-
-def _trl_loss(model, loss_type: str, level: str, cap: float, batch: dict) -> torch.Tensor:
-    """TRL's own GRPOTrainer._compute_loss (its fused-LM-head log-probs and its loss) on a prepared batch, with the
-    trainer state it reads given as plain attributes (one process, no accumulation, beta 0)."""
-    import collections
-    import contextlib
-    import types
-
-    from trl.trainer.grpo_trainer import GRPOTrainer
-
-    acc = types.SimpleNamespace(
-        autocast=contextlib.nullcontext,
-        is_main_process=True,
-        num_processes=1,
-        sync_gradients=True,
-        gather=lambda x: x,
-        reduce=lambda x, reduction: x,
-    )
-    t = types.SimpleNamespace(
-        accelerator=acc,
-        args=types.SimpleNamespace(report_to=[], delta=None, steps_per_generation=1),
-        _metrics={"train": collections.defaultdict(list)},
-        model=model,
-        aux_loss_enabled=False,
-        top_entropy_quantile=1.0,
-        off_policy_mask_threshold=None,
-        importance_sampling_level=level,
-        beta=0.0,
-        loss_type=loss_type,
-        epsilon_low=0.2,
-        epsilon_high=cap,
-        use_vllm=False,
-        current_gradient_accumulation_steps=1,
-        _entropy_bonus_enabled=False,
-        max_completion_length=8,
-    )
-    t._get_per_token_logps_and_entropies = types.MethodType(GRPOTrainer._get_per_token_logps_and_entropies, t)
-    return GRPOTrainer._compute_loss(t, model, batch)
-
-
-@pytest.mark.parametrize(
-    "loss_type, level, eps_high",
-    [("dapo", "token", 0.28), ("grpo", "token", 0.0), ("dr_grpo", "token", 0.0), ("cispo", "token", 1.5)]
-    + [("dapo", "sequence", 0.0)],
-)
-def test_the_engine_computes_trls_gradient_on_one_batch(loss_type, level, eps_high):
-    """The backends' updates, not only their formulas: one batch of unequal prompts and completions (prompts
-    left-padded for TRL, rows packed for the engine), old log-probs moved off the current ones so every clip or cap
-    binds somewhere, through the engine's log-probs, loss and aggregation (as `grpo.engine_config` maps the GRPO
-    settings) and through TRL's `_compute_loss`: the same loss and the same gradient."""
-    from peft import LoraConfig, get_peft_model
-    from trl.trainer.utils import add_fused_lm_head
-
-    from codelib.policy.logprobs import make_batch, token_logprobs
-
-    model = _tiny_llama()
-    add_fused_lm_head(model, outputs=("log_probs", "entropy"))
-    model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"]))
-    g = torch.Generator().manual_seed(0)
-    with torch.no_grad():  # off B = 0, so the adapter's A matrices have a gradient too
-        for name, w in model.named_parameters():
-            if "lora_B" in name:
-                w.copy_(torch.randn(w.shape, generator=g) * 0.3)
-    model.train()
-    prompts = [[1, 5, 9], [1, 5, 9], [1, 7], [1, 7], [1, 3, 4, 6], [1, 3, 4, 6]]  # groups of 2 share a prompt
-    comps = [[int(x) for x in torch.randint(2, 32, (n,), generator=g)] for n in (5, 2, 8, 3, 6, 1)]
-    adv = torch.randn(len(comps), generator=g)
-    pw, cw = max(map(len, prompts)), max(map(len, comps))
-    left = torch.tensor([pw - len(p) for p in prompts])[:, None]
-    lens = torch.tensor([len(c) for c in comps])[:, None]
-    trl_mask = (torch.arange(cw)[None] < lens).float()
-    with torch.no_grad():  # old log-probs: the current ones, moved per token and per row (so sequence ratios move)
-        cur = token_logprobs(model, make_batch(prompts, comps, 0))
-    m = make_batch(prompts, comps, 0).completion_mask
-    shift = (torch.rand(cur.shape, generator=g) - 0.5) * 1.2 + (torch.rand(len(comps), 1, generator=g) - 0.5)
-    old = (cur + shift) * m
-    trl_old = torch.zeros(len(comps), cw).masked_scatter(trl_mask.bool(), old[m.bool()])
-    params = [w for w in model.parameters() if w.requires_grad]
-
-    settings = grpo.Config(
-        loss_type=loss_type, importance_sampling_level=level, clip_eps_high=eps_high, max_new_tokens=8
-    )
-    cfg = grpo.engine_config(settings)
-    batch = make_batch(prompts, comps, 0)
-    logp, _ = token_logprobs(model, batch, with_entropy=True, shared=True)
-    per_token, stats = policy_loss(
-        cfg.policy_loss, logp, old, adv, m, eps_low=cfg.clip_eps, eps_high=cfg.clip_eps_high or cfg.clip_eps
-    )
-    ours = aggregate(cfg.loss_agg, per_token, m, cfg.max_new_tokens)
-    g_ours = torch.autograd.grad(ours, params)
-
-    trl_batch = {
-        "prompt_ids": torch.tensor([[0] * (pw - len(p)) + p for p in prompts]),
-        "prompt_mask": (torch.arange(pw)[None] >= left).long(),
-        "completion_ids": torch.tensor([c + [0] * (cw - len(c)) for c in comps]),
-        "completion_mask": trl_mask.long(),
-        "advantages": adv,
-        "old_per_token_logps": trl_old,
-        "num_items_in_batch": trl_mask.sum(),
-    }
-    theirs = _trl_loss(model, loss_type, level, settings.clip_eps_high or settings.clip_eps, trl_batch)
-    g_theirs = torch.autograd.grad(theirs, params)
-    assert torch.allclose(ours, theirs, atol=1e-6), (ours.item(), theirs.item())
-    for a, b in zip(g_ours, g_theirs, strict=True):
-        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)
-    assert sum(float(b.abs().sum()) for b in g_theirs) > 0
-    binds = stats.get("clip_frac_low", 0) + stats.get("clip_frac_high", 0) + stats.get("cispo_capped_frac", 0)
-    assert binds > 0, stats  # the case is one where the clip (or CISPO's cap) acts
 
 
 def test_registry_rows_resolve_and_presets_name_their_algorithm():

@@ -45,18 +45,37 @@ BLOCKS = {  # marker name -> (report, what regenerates it)
         "reports/tiny/studies/ppo_shape/summary.md",
         "`python -m codelib.study params/tiny/studies/ppo_shape.yaml`",
     ),
+    "backends": (
+        "reports/tiny/studies/backends/summary.md",
+        "`python -m codelib.study params/tiny/studies/backends.yaml`",
+    ),
+    "backends_pairs": (
+        "reports/tiny/studies/backends/summary.md",
+        "`python -m codelib.study params/tiny/studies/backends.yaml`",
+    ),
+    "backends_fresh": (
+        "reports/tiny/studies/backends/fresh/summary.md",
+        "`python -m codelib.study params/tiny/studies/backends.yaml --split fresh`",
+    ),
 }
+FROM = {"backends_pairs": "Paired over"}  # a block that holds its report from the line starting so (one table of it)
 PAGES = {  # page -> the blocks it holds (each block lives on one page)
-    "README.md": ["study", "comparison"],
+    "README.md": ["study", "comparison", "backends_pairs"],
     "docs/studies.md": ["study_fresh", "passk", "grpo_samples", "grpo_budget", "reinforce_shape", "ppo_shape"],
     "docs/repair.md": ["repair"],
+    "docs/algorithms.md": ["backends", "backends_fresh"],
 }
 
 
-def block_text(report: Path, rel: str, how: str) -> str:
-    """The block of a report: the report without its first heading (its description and tables, verbatim), then
-    where it came from."""
+def block_text(report: Path, rel: str, how: str, start: str | None = None) -> str:
+    """The block of a report: the report without its first heading (its description and tables, verbatim), or from
+    its line starting with `start`, then where it came from."""
     lines = report.read_text().splitlines()
+    if start is not None:
+        at = next((i for i, ln in enumerate(lines) if ln.startswith(start)), None)
+        if at is None:
+            raise ValueError(f"{report}: no line starting with {start!r}")
+        lines = lines[at:]
     if not any(ln.startswith("|") for ln in lines):
         raise ValueError(f"{report}: no Markdown table in it")
     body = "\n".join(lines[1:] if lines and lines[0].startswith("#") else lines).strip()
@@ -74,7 +93,7 @@ def sync_page(page: Path, names: list[str], root: Path = ROOT, check: bool = Fal
         m = pattern.search(new)
         if m is None:
             raise ValueError(f"{page}: no <!-- {name}:start --> ... <!-- {name}:end --> block")
-        body = block_text(root / rel, rel, how)
+        body = block_text(root / rel, rel, how, FROM.get(name))
         if m.group(2) != body:
             stale.append(name)
             new = new[: m.start(2)] + body + new[m.end(2) :]
