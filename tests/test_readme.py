@@ -72,3 +72,15 @@ def test_no_words_about_how_the_project_was_built(page):
     ):
         hit = re.search(pattern, text, flags=re.I)
         assert hit is None, f"{page.name}: {hit.group(0)!r} is about how the project was built"
+
+
+def test_a_block_can_hold_its_report_from_a_given_line(tmp_path):
+    report = tmp_path / "summary.md"
+    report.write_text(
+        "# Study\n\nabout it\n\n| arm |\n|---|\n| a |\n\nPaired over tasks.\n\n| a | b |\n|---|---|\n| x | y |\n"
+    )
+    body = readme_tables.block_text(report, "summary.md", "`cmd`", "Paired over")
+    assert body.startswith("Paired over tasks.") and "| arm |" not in body and "| x | y |" in body
+    assert "| arm |" in readme_tables.block_text(report, "summary.md", "`cmd`")  # without a start: the whole report
+    with pytest.raises(ValueError, match="no line starting with 'Nowhere'"):
+        readme_tables.block_text(report, "summary.md", "`cmd`", "Nowhere")
