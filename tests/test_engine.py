@@ -243,7 +243,11 @@ def test_the_trl_backend_logs_the_engine_keys_and_its_samples(tiny_sft):
     run = grpo.train(cfg)
     rows = read_jsonl(run / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2]
-    assert {"loss", "reward_mean", "pass_rate", "completion_len", "time_s", "sandbox_share"} <= set(rows[0])
+    assert {"loss", "reward_mean", "pass_rate", "completion_len", "grad_norm", "time_s", "sandbox_share"} <= set(
+        rows[0]
+    )
+    # TRL computes the gradient norm at every optimizer step, and it reaches the log (0 where all rewards were equal)
+    assert all(r["grad_norm"] > 0 or r["reward_std"] == 0 for r in rows) and any(r["grad_norm"] > 0 for r in rows)
     assert any(k.startswith("rewards/") for k in rows[0]) and any(k.startswith("verdicts/") for k in rows[0])
     samples = read_jsonl(run / "samples.jsonl")
     assert len(samples) == 2 * 4 and {s["step"] for s in samples} == {1, 2}

@@ -175,6 +175,7 @@ def metrics_callback(
                 "clip_frac_high": logs.get("clip_ratio/high_mean"),
                 "zero_std_frac": logs.get("frac_reward_zero_std"),
                 "entropy": logs.get("entropy"),
+                "grad_norm": logs.get("grad_norm"),  # before clipping, as the own engine logs it
                 "time_s": dt / steps,
                 "sandbox_share": _Timed.spent / dt if dt > 0 else 0.0,
             }
