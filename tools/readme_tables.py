@@ -45,6 +45,10 @@ BLOCKS = {  # marker name -> (report, what regenerates it)
         "reports/tiny/studies/ppo_shape/summary.md",
         "`python -m codelib.study params/tiny/studies/ppo_shape.yaml`",
     ),
+    "dapo_parts": (
+        "reports/tiny/studies/dapo_parts/summary.md",
+        "`python -m codelib.study params/tiny/studies/dapo_parts.yaml`",
+    ),
     "backends": (
         "reports/tiny/studies/backends/summary.md",
         "`python -m codelib.study params/tiny/studies/backends.yaml`",
@@ -61,7 +65,15 @@ BLOCKS = {  # marker name -> (report, what regenerates it)
 FROM = {"backends_pairs": "Paired over"}  # a block that holds its report from the line starting so (one table of it)
 PAGES = {  # page -> the blocks it holds (each block lives on one page)
     "README.md": ["study", "comparison", "backends_pairs"],
-    "docs/studies.md": ["study_fresh", "passk", "grpo_samples", "grpo_budget", "reinforce_shape", "ppo_shape"],
+    "docs/studies.md": [
+        "study_fresh",
+        "passk",
+        "grpo_samples",
+        "dapo_parts",
+        "grpo_budget",
+        "reinforce_shape",
+        "ppo_shape",
+    ],
     "docs/repair.md": ["repair"],
     "docs/algorithms.md": ["backends", "backends_fresh"],
 }
