@@ -49,6 +49,10 @@ BLOCKS = {  # marker name -> (report, what regenerates it)
         "reports/tiny/studies/dapo_parts/summary.md",
         "`python -m codelib.study params/tiny/studies/dapo_parts.yaml`",
     ),
+    "four_updates_lr": (
+        "reports/tiny/studies/four_updates_lr/summary.md",
+        "`python -m codelib.study params/tiny/studies/four_updates_lr.yaml`",
+    ),
     "backends": (
         "reports/tiny/studies/backends/summary.md",
         "`python -m codelib.study params/tiny/studies/backends.yaml`",
@@ -70,6 +74,7 @@ PAGES = {  # page -> the blocks it holds (each block lives on one page)
         "passk",
         "grpo_samples",
         "dapo_parts",
+        "four_updates_lr",
         "grpo_budget",
         "reinforce_shape",
         "ppo_shape",
