@@ -17,54 +17,36 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def study(name: str, split: str = "") -> tuple[str, str]:
+    """A tiny study's summary (of `split`, "" = its test split) and the command that regenerates it."""
+    sub = f"{split}/" if split else ""
+    flag = f" --split {split}" if split else ""
+    return (
+        f"reports/tiny/studies/{name}/{sub}summary.md",
+        f"`python -m codelib.study params/tiny/studies/{name}.yaml{flag}`",
+    )
+
+
 BLOCKS = {  # marker name -> (report, what regenerates it)
     "study": ("reports/tiny/studies/algorithms/summary.md", "`make study`"),
     "comparison": ("reports/tiny/comparison.md", "`make compare`"),
-    "study_fresh": (
-        "reports/tiny/studies/algorithms/fresh/summary.md",
-        "`python -m codelib.study params/tiny/studies/algorithms.yaml --split fresh`",
-    ),
+    "study_fresh": study("algorithms", "fresh"),
     "passk": (
         "reports/tiny/passk/pass_at_k.md",
         "`python -m codelib.passk params/tiny/variants/06_eval_passk.yaml`",
     ),
     "repair": ("reports/tiny/repair/summary.md", "`python -m codelib.pipeline --only 09_repair`"),
-    "grpo_samples": (
-        "reports/tiny/studies/grpo_samples/summary.md",
-        "`python -m codelib.study params/tiny/studies/grpo_samples.yaml`",
-    ),
-    "grpo_budget": (
-        "reports/tiny/studies/grpo_budget/summary.md",
-        "`python -m codelib.study params/tiny/studies/grpo_budget.yaml`",
-    ),
-    "reinforce_shape": (
-        "reports/tiny/studies/reinforce_shape/summary.md",
-        "`python -m codelib.study params/tiny/studies/reinforce_shape.yaml`",
-    ),
-    "ppo_shape": (
-        "reports/tiny/studies/ppo_shape/summary.md",
-        "`python -m codelib.study params/tiny/studies/ppo_shape.yaml`",
-    ),
-    "dapo_parts": (
-        "reports/tiny/studies/dapo_parts/summary.md",
-        "`python -m codelib.study params/tiny/studies/dapo_parts.yaml`",
-    ),
-    "four_updates_lr": (
-        "reports/tiny/studies/four_updates_lr/summary.md",
-        "`python -m codelib.study params/tiny/studies/four_updates_lr.yaml`",
-    ),
-    "backends": (
-        "reports/tiny/studies/backends/summary.md",
-        "`python -m codelib.study params/tiny/studies/backends.yaml`",
-    ),
-    "backends_pairs": (
-        "reports/tiny/studies/backends/summary.md",
-        "`python -m codelib.study params/tiny/studies/backends.yaml`",
-    ),
-    "backends_fresh": (
-        "reports/tiny/studies/backends/fresh/summary.md",
-        "`python -m codelib.study params/tiny/studies/backends.yaml --split fresh`",
-    ),
+    "grpo_samples": study("grpo_samples"),
+    "grpo_budget": study("grpo_budget"),
+    "reinforce_shape": study("reinforce_shape"),
+    "ppo_shape": study("ppo_shape"),
+    "dapo_parts": study("dapo_parts"),
+    "four_updates_lr": study("four_updates_lr"),
+    "backends": study("backends"),
+    "backends_pairs": study("backends"),
+    "backends_fresh": study("backends", "fresh"),
 }
 FROM = {"backends_pairs": "Paired over"}  # a block that holds its report from the line starting so (one table of it)
 PAGES = {  # page -> the blocks it holds (each block lives on one page)
