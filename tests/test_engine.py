@@ -6,6 +6,7 @@ dual clip and clip-higher, dynamic sampling on accuracy, temperature in the log-
 model whose ratio leaves 1 with a clip fraction above 0.
 """
 
+import json
 import math
 
 import pytest
@@ -230,17 +231,28 @@ def test_reinforce_logs_entropy_and_no_ratio(tiny_sft):
 
 
 @pytest.mark.slow
-def test_the_trl_backend_logs_the_engine_keys_and_its_samples(tiny_sft):
+@pytest.mark.parametrize("updates", [1, 2])
+def test_the_trl_backend_logs_the_engine_keys_and_its_samples(tiny_sft, updates):
     """backend: trl reads only what TRL offers publicly (the logs its callbacks receive, what it passes the reward
     functions): metrics.jsonl rows carry the own engine's keys and the verdict-class shares, samples.jsonl one row
-    per completion of the generation batch with each reward term and their weighted sum."""
+    per completion of the generation batch with each reward term and their weighted sum. `steps` counts rollouts on
+    both backends: with two updates per rollout TRL takes twice the optimizer steps and still logs one row each."""
     pytest.importorskip("trl")
     from codelib.engine.rewards import make_rewards
 
     cfg = grpo.Config(
-        **SMALL, init=str(tiny_sft), stage="trl_logs", backend="trl", steps=2, prompts_per_step=2, num_generations=2
+        **SMALL,
+        init=str(tiny_sft),
+        stage=f"trl_logs{updates}",
+        backend="trl",
+        steps=2,
+        prompts_per_step=2,
+        num_generations=2,
+        steps_per_generation=updates,
     )
     run = grpo.train(cfg)
+    state = json.loads(max(run.glob("checkpoint-*/trainer_state.json"), key=lambda p: p.stat().st_mtime).read_text())
+    assert state["global_step"] == 2 * updates  # optimizer steps: every rollout's updates
     rows = read_jsonl(run / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2]
     assert {"loss", "reward_mean", "pass_rate", "completion_len", "grad_norm", "time_s", "sandbox_share"} <= set(

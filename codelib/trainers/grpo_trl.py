@@ -123,11 +123,16 @@ def build_dataset(cfg, tokenizer) -> Dataset:
 
 
 def metrics_callback(
-    run: Path, task_ids: dict[str, str] | None = None, keeper: Keeper | None = None, weights: list[float] | None = None
+    run: Path,
+    task_ids: dict[str, str] | None = None,
+    keeper: Keeper | None = None,
+    weights: list[float] | None = None,
+    per: int = 1,
 ):
     """Rename TRL's log keys to the keys REINFORCE and PPO write, and append them to metrics.jsonl; also each
     generation batch's completions to samples.jsonl (task_ids: prompt -> task id; weights: the reward terms'), and
-    with a `keeper` (and `callback.trainer` set), held-out pass@1 every eval_every steps. The telemetry rows also go
+    with a `keeper` (and `callback.trainer` set), held-out pass@1 every eval_every steps. `per`: TRL's optimizer
+    steps per rollout step (`updates_per_rollout`); a row's `step` counts rollouts, as the own engine's do. The telemetry rows also go
     to TRL's TensorBoard / W&B: the callback runs first among the trainer's callbacks (`first_callback`) and adds them
     to the logs every callback receives, and to `state.log_history`."""
     log = metrics.MetricsLog(run, "none")  # TRL itself reports to TensorBoard / W&B
@@ -142,13 +147,14 @@ def metrics_callback(
             logs (TensorBoard / W&B report them there) and copies them to metrics.jsonl."""
             pending = metrics.class_shares(_Timed.classes)  # {} on a step that reused a generation batch
             _Timed.classes = []
-            if keeper is not None and state.is_world_process_zero and keeper.due(state.global_step):
+            step, within = divmod(state.global_step, per)
+            if keeper is not None and state.is_world_process_zero and not within and keeper.due(step):
                 t0 = time.time()
                 model = self.trainer.accelerator.unwrap_model(self.trainer.model)
-                pending.update(keeper.evaluate(model, self.trainer.processing_class, state.global_step))
+                pending.update(keeper.evaluate(model, self.trainer.processing_class, step))
                 pending["eval_s"] = time.time() - t0
                 model.train()
-            Callback.pending = pending
+            Callback.pending = {**Callback.pending, **pending}  # until on_log: a rollout's updates log once
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not logs or "loss" not in logs or not state.is_world_process_zero:
@@ -158,12 +164,13 @@ def metrics_callback(
                 state.log_history[-1].update(Callback.pending)
             now = time.time()
             dt, Callback.t_last = now - Callback.t_last, now
-            steps = max(1, args.logging_steps)
+            steps = max(1, args.logging_steps // per)  # rollout steps since the last row
+            step = state.global_step // per
             pass_rate = next(
                 (v for k, v in logs.items() if k.startswith("rewards/pass") and k.endswith("/mean")), None
             )
             row = {
-                "step": state.global_step,
+                "step": step,
                 "loss": logs.get("loss"),
                 "reward_mean": logs.get("reward"),
                 "reward_std": logs.get("reward_std"),
@@ -184,7 +191,7 @@ def metrics_callback(
             row.update(Callback.pending)
             _Timed.spent, Callback.pending = 0.0, {}
             log.log(row)
-            metrics.append_samples(run, grpo_samples(_Timed.batch, state.global_step, task_ids or {}, weights))
+            metrics.append_samples(run, grpo_samples(_Timed.batch, step, task_ids or {}, weights))
             _Timed.batch = {}
 
     return Callback()
@@ -220,10 +227,17 @@ def first_callback(trainer, callback) -> None:
     trainer.callback_handler.callbacks.insert(0, callback)
 
 
+def updates_per_rollout(cfg) -> int:
+    """Optimizer steps per generation batch: `num_iterations` passes of `steps_per_generation` minibatches. The own
+    engine's `steps` count rollouts; TRL's `max_steps` counts optimizer steps, so the TRL run takes `steps` times
+    this many (and saves and logs once per rollout) to train on as many rollouts."""
+    return cfg.steps_per_generation * cfg.num_iterations
+
+
 def grpo_args(cfg, out, vocab: int = 0):
     """TRL's GRPOConfig for one generation batch = P prompts x G completions over all processes, `steps_per_generation`
     optimizer steps per generation batch (as the own engine's minibatches), in micro-batches whose logits fit
-    (`distributed.grpo_batches`; vocab 0: no cap)."""
+    (`distributed.grpo_batches`; vocab 0: no cap); `steps` rollouts, as the own engine runs them."""
     from accelerate import PartialState
 
     k = cfg.steps_per_generation
@@ -233,8 +247,9 @@ def grpo_args(cfg, out, vocab: int = 0):
         cfg.max_prompt_tokens + cfg.max_new_tokens,
         vocab,
     )
+    per = updates_per_rollout(cfg)
     return GRPOConfig(
-        **trainer_args(cfg, out),
+        **trainer_args(cfg, out, max_steps=cfg.steps * per, save_steps=cfg.save_every * per),
         per_device_train_batch_size=micro,
         gradient_accumulation_steps=accum,
         steps_per_generation=accum * k,
@@ -257,7 +272,7 @@ def grpo_args(cfg, out, vocab: int = 0):
         vllm_mode=cfg.vllm_mode,
         vllm_server_base_url=cfg.vllm_server_url if cfg.use_vllm and cfg.vllm_mode == "server" else None,
         vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
-        logging_steps=1,
+        logging_steps=per,  # one row per rollout: TRL averages its metrics over the rollout's updates
         remove_unused_columns=False,
         disable_tqdm=False,
         log_completions=False,
@@ -284,7 +299,10 @@ def train(cfg) -> Path:
     last = checkpoints.trl_resume_point(out, f"{checkpoints.config_fingerprint(cfg)}/{data}")
     best = out / "best" / "eval.json"
     keeper = Keeper(cfg, out, json.loads(best.read_text()) if last and best.exists() else None, fresh=not last)
-    callback = metrics_callback(out, dict(zip(dataset["prompt"], dataset["task_id"], strict=True)), keeper, weights)
+    per = updates_per_rollout(cfg)
+    callback = metrics_callback(
+        out, dict(zip(dataset["prompt"], dataset["task_id"], strict=True)), keeper, weights, per=per
+    )
     trainer = StoppingTrainer(
         model=model,
         reward_funcs=funcs,
@@ -305,8 +323,9 @@ def train(cfg) -> Path:
     first_callback(trainer, callback)
     if last:
         print(f"resuming from {last}")
-        metrics.truncate_metrics(out / "metrics.jsonl", int(Path(last).name.split("-")[-1]))
-        metrics.truncate_metrics(out / "samples.jsonl", int(Path(last).name.split("-")[-1]))
+        at = int(Path(last).name.split("-")[-1]) // per  # the checkpoint's rollout step
+        metrics.truncate_metrics(out / "metrics.jsonl", at)
+        metrics.truncate_metrics(out / "samples.jsonl", at)
     else:
         (out / "metrics.jsonl").unlink(missing_ok=True)
         (out / "samples.jsonl").unlink(missing_ok=True)
