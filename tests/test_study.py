@@ -201,22 +201,35 @@ def test_shipped_study_files_are_valid():
         "rpo": "05_dpo",
     }
     assert s.seeds == [0, 1, 2] and len(s.runs) == 24
-    seed0 = {r.arm: r.params for r in s.runs if r.seed == 0}
-    # DAPO's parts, a study of their own: its grpo and dapo are the algorithm study's (their runs are copied)
+    alg = {r.arm: r.params for r in s.runs if r.seed == 0}
+    # the shipped GRPO stage: four updates per rollout at a quarter of 1e-3; DAPO is it plus DAPO's parts, and the
+    # algorithm study's two arms are four_updates_lr's grpo_x4_lr4 and dapo_lr4 (the same params: their runs are copied)
+    assert (alg["grpo"]["steps_per_generation"], alg["grpo"]["learning_rate"]) == (4, 0.00025)
+    lr4 = {r.arm: r.params for r in study.load_study("params/tiny/studies/four_updates_lr.yaml").runs if r.seed == 0}
+    for arm, other in (("grpo", "grpo_x4_lr4"), ("dapo", "dapo_lr4")):
+        assert alg[arm] == {**lr4[other], "stage": alg[arm]["stage"]}, arm
+    # DAPO's parts, a study of their own, at 1e-3: its grpo is GRPO's one update per rollout (the setting the
+    # backends, grpo_samples and grpo_budget studies pin too), its dapo and grpo_x4 the algorithm study's DAPO and GRPO
+    # at four times their learning rate
     parts = study.load_study("params/tiny/studies/dapo_parts.yaml")
     assert parts.seeds == s.seeds and len(parts.runs) == 15
-    seed0.update({r.arm: r.params for r in parts.runs if r.seed == 0 and r.arm not in seed0})
-    for arm in ("grpo", "dapo"):
-        mine = next(r for r in parts.runs if r.arm == arm and r.seed == 0)
-        assert mine.params == {**seed0[arm], "stage": mine.params["stage"]}, arm
+    seed0 = {r.arm: r.params for r in parts.runs if r.seed == 0}
+    assert (seed0["grpo"]["steps_per_generation"], seed0["grpo"]["learning_rate"]) == (1, 0.001)
 
-    def differ(a: str, b: str, runs: dict = seed0) -> set[str]:  # where two arms' params differ ("stage": run dir)
-        return {k for k in runs[a] if runs[a][k] != runs[b][k]}
+    def differ(a: str, b: str, runs: dict = seed0, other: dict | None = None) -> set[str]:
+        """Where two arms' params differ ("stage": the run dir); `other`: b's runs, if not `runs`."""
+        theirs = (other or runs)[b]
+        return {k for k in runs[a] if runs[a][k] != theirs[k]}
 
-    def lr_only(a: str, b: str, factor: float, runs: dict) -> None:  # arm a is arm b at `factor` x its learning rate
-        assert differ(a, b, runs) == {"stage", "learning_rate"}
-        assert runs[a]["learning_rate"] == factor * runs[b]["learning_rate"]
+    def lr_only(a: str, b: str, factor: float, runs: dict, other: dict | None = None) -> None:
+        """Arm a is arm b at `factor` x its learning rate."""
+        assert differ(a, b, runs, other) == {"stage", "learning_rate"}
+        assert runs[a]["learning_rate"] == factor * (other or runs)[b]["learning_rate"]
 
+    lr_only("dapo", "dapo", 4, seed0, alg)
+    lr_only("grpo_x4", "grpo", 4, seed0, alg)
+    assert differ("grpo_trl", "grpo", alg) == {"stage", "backend"}
+    assert differ("grpo_x4", "grpo") == {"stage", "steps_per_generation", "shared_prefix"}
     x4, dapo = seed0["grpo_x4"], seed0["dapo"]  # DAPO's updates per rollout, none of its other parts
     assert x4["steps_per_generation"] == dapo["steps_per_generation"] == 4
     assert not x4["dynamic_sampling"] and not x4["clip_eps_high"] and not x4["mask_truncated_completions"]
@@ -230,9 +243,9 @@ def test_shipped_study_files_are_valid():
     backends = study.load_study("params/tiny/studies/backends.yaml")
     b = {r.arm: r.params for r in backends.runs if r.seed == 0}
     assert [(a, p["backend"]) for a, p in b.items()] == [("grpo", "own"), ("grpo_epoch", "own"), ("grpo_trl", "trl")]
-    # the same runs as the algorithm study's GRPO arms, and the epoch arm differs from the engine's in its order only
+    # GRPO's one update per rollout on both backends, and the epoch arm differs from the engine's in its order only
     assert b["grpo"] == {**seed0["grpo"], "stage": b["grpo"]["stage"]}
-    assert b["grpo_trl"] == {**seed0["grpo_trl"], "stage": b["grpo_trl"]["stage"]}
+    assert differ("grpo_trl", "grpo", b) == {"stage", "backend"}
     assert differ("grpo_epoch", "grpo", b) == {"stage", "task_order"} and b["grpo_epoch"]["task_order"] == "epoch"
     # the filter against the rollouts it spends: plain GRPO with twice the tasks per step, nothing else changed
     samples = study.load_study("params/tiny/studies/grpo_samples.yaml")
@@ -286,7 +299,7 @@ def test_shipped_study_files_are_valid():
     shape = study.load_study("params/tiny/studies/reinforce_shape.yaml")
     r0 = {r.arm: r.params for r in shape.runs if r.seed == 0}
     for arm in ("reinforce", "rloo"):
-        assert r0[arm] == {**seed0[arm], "stage": r0[arm]["stage"]}, arm
+        assert r0[arm] == {**alg[arm], "stage": r0[arm]["stage"]}, arm
     assert differ("reinforce_p16_g8", "reinforce", r0) == {"stage", "batch_size", "samples_per_task"}
     assert differ("rloo", "reinforce_p16_g8", r0) == {"stage", "baseline"} and r0["reinforce"]["baseline"] == "none"
     assert r0["reinforce_p16_g8"]["batch_size"] * r0["reinforce_p16_g8"]["samples_per_task"] == 128
@@ -299,7 +312,7 @@ def test_shipped_study_files_are_valid():
     # but for the advantage (the raw reward), built through its own stage (02_reinforce)
     ppo_shape = study.load_study("params/tiny/studies/ppo_shape.yaml")
     p0 = {r.arm: r.params for r in ppo_shape.runs if r.seed == 0}
-    assert p0["ppo"] == {**seed0["ppo"], "stage": p0["ppo"]["stage"]} and len(ppo_shape.runs) == 9
+    assert p0["ppo"] == {**alg["ppo"], "stage": p0["ppo"]["stage"]} and len(ppo_shape.runs) == 9
     ppo, ppo_batch, ppo_raw = (dataclasses.asdict(built(ppo_shape, a)) for a in ("ppo", "ppo_batch", "ppo_raw"))
     assert {k for k in ppo if ppo[k] != ppo_batch[k]} == {"stage", "algorithm", "critic", "advantage"}
     assert (ppo["critic"], ppo["advantage"]) == ("value_head", "gae")
