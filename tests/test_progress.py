@@ -22,6 +22,9 @@ def test_headless_bar_prints_whole_compact_lines(monkeypatch, capsys):
 def test_compact_skips_absent_and_non_numbers():
     row = {"loss": 1.5, "pass_rate": float("nan"), "kl": None, "clip_frac": 0.125, "completion_len": True}
     assert progress.compact(row) == "loss 1.5 · clip 12%"
+    # a share under 1% keeps two digits (a clip binding on 0.05% of tokens is not "0%"); exactly 0 stays 0%
+    assert progress.compact({"clip_frac": 0.00047}) == "clip 0.047%"
+    assert progress.compact({"clip_frac": 0.0, "pass_rate": 0.506}) == "pass 51% · clip 0%"
 
 
 def test_plain_python_is_not_a_notebook_and_not_papermill(monkeypatch):

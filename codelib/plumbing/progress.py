@@ -145,13 +145,18 @@ def steps(iterable: Iterable | None = None, total: int | None = None, desc: str 
     return bar(iterable, total=total, desc=desc, **kwargs)
 
 
+def _percent(v: float) -> str:
+    """Whole percents, but two significant digits under 1%: a clip that binds on 0.05% of tokens is not shown as 0%."""
+    return f"{100 * v:.0f}%" if v == 0 or abs(v) >= 0.01 else f"{100 * v:.2g}%"
+
+
 def compact(row: dict, keys=COMPACT) -> str:
     """A metrics row as a short postfix: `reward 0.42 · pass 38% · len 41`; a key missing or null is left out."""
     parts = []
     for key, label, percent in keys:
         v = row.get(key)
         if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v:
-            parts.append(f"{label} {100 * v:.0f}%" if percent else f"{label} {v:.3g}")
+            parts.append(f"{label} {_percent(v)}" if percent else f"{label} {v:.3g}")
     return " · ".join(parts)
 
 

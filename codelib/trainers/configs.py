@@ -25,7 +25,7 @@ class StageConfig:
     dataset: str = "synthetic"  # training tasks (a codelib.tasks dataset)
     split: str = "train"  # the dataset's split
     limit: int = 0  # 0 for every task of the split
-    steps: int = 100  # optimizer steps
+    steps: int = 100  # optimizer steps (RL stages: rollout steps, each with its minibatch updates)
     learning_rate: float = 1e-3  # AdamW learning rate
     max_grad_norm: float = 1.0  # gradient clipping
     lora_r: int = 16  # LoRA rank
