@@ -132,9 +132,9 @@ def metrics_callback(
     """Rename TRL's log keys to the keys REINFORCE and PPO write, and append them to metrics.jsonl; also each
     generation batch's completions to samples.jsonl (task_ids: prompt -> task id; weights: the reward terms'), and
     with a `keeper` (and `callback.trainer` set), held-out pass@1 every eval_every steps. `per`: TRL's optimizer
-    steps per rollout step (`updates_per_rollout`); a row's `step` counts rollouts, as the own engine's do. The telemetry rows also go
-    to TRL's TensorBoard / W&B: the callback runs first among the trainer's callbacks (`first_callback`) and adds them
-    to the logs every callback receives, and to `state.log_history`."""
+    steps per rollout step (`updates_per_rollout`); a row's `step` counts rollouts, as the own engine's do. The
+    telemetry rows also go to TRL's TensorBoard / W&B: the callback runs first among the trainer's callbacks
+    (`first_callback`) and adds them to the logs every callback receives, and to `state.log_history`."""
     log = metrics.MetricsLog(run, "none")  # TRL itself reports to TensorBoard / W&B
 
     class Callback(TrainerCallback):
