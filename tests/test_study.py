@@ -180,11 +180,39 @@ def test_study_file_expands_arms_and_seeds(tmp_path):
         ({"baseline": "grpo"}, r"baseline 'grpo' is neither an arm"),
         ({"pairs": [["rf", "sft", "x"]]}, r"pairs is a list of two-name lists, e.g. pairs: \[\[grpo, grpo_trl\]\]"),
         ({"pairs": [["rf", "grpo"]]}, r"pairs: \[rf, grpo\] must name two different arms or references"),
+        ({"stage_params": {"04_grpo": {"steps": 1}}}, r"stage_params sets '04_grpo', which no arm trains"),
+        ({"stage_params": {"03_ppo": 1}}, r"stage_params maps a stage to the params its arms start from"),
+        ({"stage_params": {"03_ppo": {"stepz": 1}}}, r"stage_params 03_ppo: 03_ppo's .* has no parameter 'stepz'"),
+        ({"stage_params": {"03_ppo": {"seed": 1}}}, r"stage_params 03_ppo: 'seed' comes from the study's `seeds`"),
     ],
 )
 def test_bad_study_files_fail_naming_the_fix(tmp_path, edit, message):
     with pytest.raises(study.StudyError, match=message):
         study.load_study(write_study(tmp_path, {**GOOD, **edit}))
+
+
+def test_stage_params_start_every_arm_of_their_stage_and_an_arm_overrides_them(tmp_path):
+    shared = {"02_reinforce": {"steps": 2, "learning_rate": 0.5, "batch_size": 3}, "03_ppo": {"steps": 4}}
+    s = study.load_study(write_study(tmp_path, {**GOOD, "stage_params": shared}))
+    plain = study.load_study(write_study(tmp_path, GOOD, name="plain"))
+    by = {r.name: r.params for r in s.runs}
+    # the arm's params (steps: 1) and its sweep (learning_rate) win; what neither sets comes from stage_params
+    rf = by["rf-learning_rate=0.03-seed0"]
+    assert (rf["steps"], rf["learning_rate"], rf["batch_size"]) == (1, 0.03, 3)
+    assert by["ppo-seed1"]["steps"] == 4 and by["ppo-seed1"]["seed"] == 1
+    # the arm's overrides (the summary's arm column) name what the arm ran, stage_params included
+    assert s.arms["ppo"]["overrides"] == {"steps": 4} and plain.arms["ppo"]["overrides"] == {}
+    assert s.arms["rf-learning_rate=0.03"]["overrides"] == {
+        **shared["02_reinforce"],
+        "steps": 1,
+        "learning_rate": 0.03,
+    }
+    # the same runs written out arm by arm: every run's params are equal
+    spelled = {**GOOD, "arms": {**GOOD["arms"], "ppo": {"stage": "03_ppo", "params": {"steps": 4}}}}
+    spelled["arms"]["rf"] = {**spelled["arms"]["rf"], "params": {"steps": 1, "batch_size": 3}}
+    other = study.load_study(write_study(tmp_path, spelled, name="s2"))
+    strip = lambda p: {k: v for k, v in p.items() if k != "stage"}  # noqa: E731 (the run directory differs)
+    assert [strip(r.params) for r in other.runs] == [strip(r.params) for r in s.runs]
 
 
 def test_shipped_study_files_are_valid():

@@ -32,6 +32,8 @@ STUDY_KEYS = {
     "profile": "the params/<profile>/ the arms start from",
     "seeds": "training seeds, e.g. [0, 1, 2]: every arm runs once per seed",
     "arms": "arm name -> {stage, params, sweep, seed_keys}",
+    "stage_params": "stage -> overrides every arm of that stage starts from (an arm's params override them), e.g. "
+    "{04_grpo: {learning_rate: 0.001}}",
     "eval": "overrides of params/<profile>/06_eval.yaml (not checkpoints, baseline or profile)",
     "references": "name -> checkpoint evaluated once beside the arms (e.g. base: tiny, sft: checkpoints/tiny/sft)",
     "baseline": "an arm or reference every arm is compared with, paired (every pair of arms is compared too)",
@@ -167,6 +169,25 @@ def _label(value) -> str:
     return str(value).replace(" ", "").replace("/", "_").strip("[]{}'\"") or "x"
 
 
+def _stage_params(where: str, shared, trained: set) -> dict[str, dict]:
+    """The study's `stage_params` (stage -> overrides its arms start from), checked: every stage is one an arm
+    trains, every value a mapping. Its keys are checked against the stage's Config with each arm's."""
+    if shared is None:
+        return {}
+    if not isinstance(shared, dict) or not all(isinstance(v, dict) for v in shared.values()):
+        raise StudyError(
+            f"{where}: stage_params maps a stage to the params its arms start from, e.g. "
+            f"stage_params: {{04_grpo: {{learning_rate: 0.001}}}}; got {shared!r}"
+        )
+    for stage in shared:
+        if stage not in trained:
+            raise StudyError(
+                f"{where}: stage_params sets {stage!r}, which no arm trains (the arms train "
+                f"{', '.join(sorted(str(t) for t in trained))}); name one of those or remove it"
+            )
+    return shared
+
+
 def load_study(path: str | Path, split: str = "") -> Study:
     """Read and validate a study file; every run's params are built into its Config before anything runs.
 
@@ -194,6 +215,9 @@ def load_study(path: str | Path, split: str = "") -> Study:
     if not isinstance(arms_in, dict) or not arms_in:
         raise StudyError(f"{where}: arms must be a mapping of arm name -> {{stage: 02_reinforce, params: {{...}}}}")
     name = path.stem
+    shared = _stage_params(
+        where, data.get("stage_params"), {spec.get("stage") for spec in arms_in.values() if isinstance(spec, dict)}
+    )
     arms: dict[str, dict] = {}
     runs: list[Run] = []
     for arm, spec in arms_in.items():
@@ -220,8 +244,10 @@ def load_study(path: str | Path, split: str = "") -> Study:
         if not isinstance(overrides, dict) or not isinstance(sweep, dict):
             raise StudyError(f"{aw}: params and sweep are mappings (key: value, key: [values])")
         _check_keys(f"{aw} params", stage, overrides, cls, fields, seed_keys)
+        _check_keys(f"{where}: stage_params {stage}", stage, shared.get(stage, {}), cls, fields, seed_keys)
+        overrides = {**shared.get(stage, {}), **overrides}  # the arm's own params win
         _check_keys(f"{aw} sweep", stage, sweep, cls, fields, seed_keys)
-        both = sorted(set(overrides) & set(sweep))
+        both = sorted(set(spec.get("params") or {}) & set(sweep))
         if both:
             raise StudyError(f"{aw}: {both[0]!r} is in both params and sweep; keep it in one")
         for key, values in sweep.items():
