@@ -6,9 +6,10 @@ summarised with intervals that include the spread between training seeds.
     python -m codelib.study params/tiny/studies/algorithms.yaml --split fresh  # the same runs on another split
 
 A study file names a profile, the training seeds, the arms (a training stage plus params overrides; `sweep`
-expands a key's list of values into one arm per value), the evaluation (overrides of the profile's 06_eval.yaml)
-and reference checkpoints evaluated once (base, SFT). Each run is the stage's notebook executed by papermill with
-the profile's params + the arm's overrides + its seed:
+expands a key's list of values into one arm per value; `stage_params` gives every arm of a stage the same starting
+overrides), the evaluation (overrides of the profile's 06_eval.yaml) and reference checkpoints evaluated once (base,
+SFT). Each run is the stage's notebook executed by papermill with the profile's params + the stage's `stage_params` +
+the arm's overrides + its seed:
 
     reports/<profile>/studies/<name>/<run>/<stage>.ipynb     the executed notebook of one run
     checkpoints/<profile>/studies/<name>/<run>/               its checkpoints (adapter, metrics.jsonl, ...)
