@@ -3,7 +3,7 @@
 Each run is `python -m codelib.trainers.grpo` on the profile's shipped `04_grpo.yaml` (tiny: 32 tasks x 4 completions
 per step, 250 steps, from the pipeline's SFT adapter), in a process of its own as the pipeline starts it, with
 `backend=own` or `backend=trl`. `--set KEY=VALUE` adds an own-engine run with that override (e.g.
-`shared_prefix=false`); `--steps` and `--all KEY=VALUE` change every run alike. Runs write under a temporary
+`shared_prefix=true`; several, quoted and space-separated, make one run with all of them); `--steps` and `--all KEY=VALUE` change every run alike. Runs write under a temporary
 checkpoints root (the pipeline's runs stay untouched). Rounds alternate the order of the runs, so that a change of
 load hits all of them alike.
 
@@ -69,10 +69,11 @@ def _checked(pairs: list[str], flag: str) -> list[str]:
 
 
 def runs(sets: list[str]) -> dict[str, list[str]]:
-    """Run label -> the overrides it passes: own, trl, and one own run per --set."""
+    """Run label -> the overrides it passes: own, trl, and one own run per --set (several space-separated
+    KEY=VALUE in one --set are one run with all of them)."""
     out = {"own": ["backend=own"], "trl": ["backend=trl"]}
-    for s in _checked(sets, "--set"):
-        out[f"own {s}"] = ["backend=own", s]
+    for s in sets:
+        out[f"own {s}"] = ["backend=own", *_checked(s.split() or [s], "--set")]
     return out
 
 
@@ -113,14 +114,15 @@ def bench(profile: str, steps: int, rounds: int, plan: dict[str, list[str]], ini
 
 def report(results: dict, head: str) -> str:
     trl = results["trl"]["loop_s"]
+    w = max(32, *(len(label) for label in results))
     lines = [
         head,
-        f"{'run':<32} {'steps':>6} {'loop s':>8} {'wall s':>8} {'median step s':>14} {'sandbox':>8} {'TRL / this':>11}",
+        f"{'run':<{w}} {'steps':>6} {'loop s':>8} {'wall s':>8} {'median step s':>14} {'sandbox':>8} {'TRL / this':>11}",
     ]
     for label, r in results.items():
         share = f"{r['sandbox_share']:.0%}" if r["sandbox_share"] is not None else "-"
         lines.append(
-            f"{label:<32} {r['steps']:>6} {r['loop_s']:>8.0f} {r['wall_s']:>8.0f} {r['median_step_s']:>14.2f} "
+            f"{label:<{w}} {r['steps']:>6} {r['loop_s']:>8.0f} {r['wall_s']:>8.0f} {r['median_step_s']:>14.2f} "
             f"{share:>8} {trl / r['loop_s']:>10.2f}x"
         )
     lines.append("TRL / this: TRL's training-loop time over this run's (2.00x: this run took half of TRL's time).")

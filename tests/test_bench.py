@@ -86,6 +86,8 @@ def test_stage_bench_sums_each_runs_steps_and_divides_trls_time_by_it():
     assert own_line.split()[-1] == "2.50x" and own_line.split()[-2] == "20%"
     assert trl_line.split()[-1] == "1.00x" and trl_line.split()[-2] == "-"
     assert stage.runs(["shared_prefix=true"])["own shared_prefix=true"] == ["backend=own", "shared_prefix=true"]
+    both = "old_logprobs=sampler minibatch_order=groups"
+    assert stage.runs([both])[f"own {both}"] == ["backend=own", "old_logprobs=sampler", "minibatch_order=groups"]
     with pytest.raises(ValueError, match="KEY=VALUE"):
         stage.runs(["shared_prefix"])
     with pytest.raises(ValueError, match="time_s"):

@@ -37,6 +37,13 @@ def ran(root: Path) -> list[str]:
     return log.read_text().split("\n")[:-1] if log.exists() else []
 
 
+def test_stage_times_read_as_minutes_and_seconds():
+    assert pipeline._minutes(36.4) == "36 s"
+    assert pipeline._minutes(91.1) == "1 min 31 s"
+    assert pipeline._minutes(119.7) == "2 min 00 s"  # rounded before it is split: never "1 min 60 s"
+    assert pipeline._minutes(3605) == "60 min 05 s"
+
+
 def test_select_only_and_from():
     stages = ["00_tasks", "01_sft", "02_reinforce", "06_eval", "07_plots"]
     assert pipeline.select(stages, None, "02") == ["02_reinforce", "06_eval", "07_plots"]

@@ -11,6 +11,7 @@ from codelib.algorithms import formulas as A
 from codelib.engine import rewards
 from codelib.plumbing.params import read_jsonl
 from codelib.policy.logprobs import make_batch, token_logprobs
+from codelib.tasks import load_tasks
 from codelib.trainers import common, grpo, online, ppo, reinforce
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -112,6 +113,14 @@ def test_config_errors_say_what_to_fix():
         ppo.Config(critic="q_head")
     with pytest.raises(ValueError, match="baseline must be"):
         reinforce.Config(baseline="mean")
+    with pytest.raises(ValueError, match="old_logprobs: recompute with critic: value_head"):
+        ppo.Config(critic="value_head", old_logprobs="sampler")
+    with pytest.raises(ValueError, match="reads no old log-probs"):
+        reinforce.Config(old_logprobs="sampler")  # REINFORCE's pg loss has no ratio
+    with pytest.raises(ValueError, match="old_logprobs must be recompute or sampler"):
+        ppo.Config(old_logprobs="vllm")
+    with pytest.raises(ValueError, match="old_logprobs and minibatch_order are own-engine"):
+        grpo.Config(backend="trl", old_logprobs="sampler")
 
 
 def test_nan_loss_stops_with_message():
@@ -289,6 +298,135 @@ def test_old_from_first_pass_drops_one_forward_and_trains_as_the_separate_one(ti
         )
     )
     assert len(calls) == 2  # dropout: the old log-probs need their own forward
+
+
+@pytest.mark.slow
+def test_sampler_logprobs_are_the_recomputed_ones_and_leave_the_draws_alone(tiny_sft):
+    """generate(logprobs=True) draws the same ids from the same seed and gives each id's log-prob under the
+    distribution it was drawn from: at T = 0.7 the recomputed, tempered log-probs of the trainer's forward (to float
+    rounding), and not the untempered ones."""
+    from codelib.policy.generation import encode_prompts, generate
+    from codelib.policy.models import load_policy
+
+    model, tok = load_policy(tiny_sft)
+    prompts = [t.prompt for t in load_tasks("synthetic", "rl")[:6]]
+    kw = dict(n=3, temperature=0.7, max_new_tokens=16, batch_size=18, seed=5, progress=False)
+    plain = generate(model, tok, prompts, **kw)
+    scored = generate(model, tok, prompts, logprobs=True, **kw)
+    assert [[c.ids for c in g] for g in plain] == [[c.ids for c in g] for g in scored]
+    assert all(c.logprobs is None for g in plain for c in g)
+    rows = [(p, c) for p, g in zip(encode_prompts(tok, prompts), scored, strict=True) for c in g]
+    assert all(len(c.logprobs) == len(c.ids) and max(c.logprobs) <= 0 for _, c in rows)
+    batch = make_batch([p for p, _ in rows], [c.ids for _, c in rows], tok.pad_token_id, device=model.device)
+    mask = batch.completion_mask.bool()
+    with torch.no_grad():
+        tempered, untempered = (token_logprobs(model, batch, temperature=t) for t in (0.7, 1.0))
+    sampled = torch.tensor([x for _, c in rows for x in c.logprobs])
+    assert float((tempered[mask].cpu() - sampled).abs().max()) < 1e-4
+    assert float((untempered[mask].cpu() - sampled).abs().max()) > 1e-2  # the temperature is in them
+    with pytest.raises(ValueError, match="temperature > 0"):
+        generate(model, tok, prompts[:1], temperature=0.0, logprobs=True, progress=False)
+
+
+@pytest.mark.slow
+def test_old_logprobs_sampler_drops_the_old_forward_and_logs_the_gap(tiny_sft, monkeypatch):
+    """Two minibatch updates per rollout: `old_logprobs: recompute` runs a forward of the rollout policy per step
+    and logs how far it is from the sampler's own log-probs (float rounding here); `sampler` takes the sampler's
+    and runs one forward less, from the same rollouts to the same first loss (to float rounding), and says so."""
+    calls = []
+    original = online.token_logprobs
+    monkeypatch.setattr(online, "token_logprobs", lambda *a, **k: calls.append(1) or original(*a, **k))
+    rows, forwards = {}, {}
+    for mode in ("recompute", "sampler"):
+        calls.clear()
+        cfg = grpo.Config(
+            profile="test",
+            stage=f"grpo_old_{mode}",
+            init=str(tiny_sft),
+            steps=2,
+            prompts_per_step=4,
+            num_generations=4,
+            steps_per_generation=2,
+            max_new_tokens=24,
+            save_every=10,
+            report_to="none",
+            limit=32,
+            learning_rate=1e-2,
+            threads=1,
+            rewards={"pass": 1.0, "length": {"alpha": 1.0}},  # a gradient in every group, passing or not
+            old_logprobs=mode,
+        )
+        rows[mode] = read_jsonl(grpo.train(cfg) / "metrics.jsonl")
+        forwards[mode] = len(calls)
+    assert forwards == {"recompute": 6, "sampler": 4}  # per step: (old +) 2 minibatch updates
+    a, b = rows["recompute"], rows["sampler"]
+    assert all(0 <= r["sampler_logp_diff_mean"] <= r["sampler_logp_diff_max"] < 1e-4 for r in a)
+    assert all("sampler_logp_diff_mean" not in r and r["old_from_sampler"] == 1.0 for r in b)
+    assert all("old_from_sampler" not in r for r in a)
+    assert a[0]["reward_mean"] == b[0]["reward_mean"] and a[0]["completion_len"] == b[0]["completion_len"]
+    assert math.isclose(a[0]["loss"], b[0]["loss"], rel_tol=1e-3, abs_tol=1e-5)
+    assert all(r["ratio_max"] > 1.0 for r in a + b)  # the second minibatch runs a moved policy
+
+
+def test_group_minibatch_order_keeps_each_tasks_samples_together():
+    torch.manual_seed(0)
+    order = online.shuffled(24, 4, 8)
+    assert sorted(order.tolist()) == list(range(24))
+    for i in range(0, 24, 8):
+        groups = {int(r) // 4 for r in order[i : i + 8]}
+        assert len(groups) == 2 and sorted(order[i : i + 8].tolist()) == [
+            r for g in sorted(groups) for r in range(4 * g, 4 * g + 4)
+        ]
+    assert online.shuffled(24, 1, 8).tolist() != list(range(24))
+    with pytest.raises(ValueError, match="multiple of samples_per_task"):
+        online.shuffled(24, 4, 6)
+    with pytest.raises(ValueError, match="multiple of samples_per_task"):
+        grpo.Config(prompts_per_step=8, num_generations=4, steps_per_generation=16, minibatch_order="groups")
+
+
+@pytest.mark.slow
+def test_group_minibatches_let_the_shared_prefix_forward_act(tiny_sft, monkeypatch):
+    """With several minibatches, shuffled rows put most of a minibatch's rows on distinct prompts, so the
+    shared-prefix forward does not apply; whole groups per minibatch (`minibatch_order: groups`) let it run each
+    prompt once in every update."""
+    from codelib.policy import logprobs
+
+    applied = []
+    original = logprobs.shared_prefix_logprobs
+
+    def spy(*a, **k):
+        out = original(*a, **k)
+        if torch.is_grad_enabled():  # the updates' forwards (not the reference's)
+            applied.append(out is not None)
+        return out
+
+    monkeypatch.setattr(logprobs, "shared_prefix_logprobs", spy)
+    seen = {}
+    for order in ("rows", "groups"):
+        applied.clear()
+        cfg = grpo.Config(
+            profile="test",
+            stage=f"grpo_order_{order}",
+            init=str(tiny_sft),
+            steps=2,
+            prompts_per_step=8,
+            num_generations=2,
+            steps_per_generation=2,
+            max_new_tokens=24,
+            save_every=10,
+            report_to="none",
+            limit=32,
+            learning_rate=1e-2,
+            threads=1,
+            rewards={"pass": 1.0, "length": {"alpha": 1.0}},  # a gradient in every group, passing or not
+            shared_prefix=True,
+            old_logprobs="sampler",
+            minibatch_order=order,
+        )
+        rows = read_jsonl(grpo.train(cfg) / "metrics.jsonl")
+        assert all(r["updates"] == 2 and r["ratio_max"] > 1.0 for r in rows)
+        seen[order] = list(applied)
+    assert seen == {"rows": [False] * 4, "groups": [True] * 4}
 
 
 @pytest.mark.slow

@@ -39,6 +39,8 @@ class Rollouts:
     classes: list[str] = dataclasses.field(default_factory=list)  # [N] metrics.VERDICT_CLASSES of each verdict
     finished: torch.Tensor | None = None  # [N] 1.0 where a stop sequence or eos ended it, 0.0 where the budget did
     tamper: list[str] = dataclasses.field(default_factory=list)  # [N] what the sandbox saw it try ("" = nothing)
+    # [N] the sampler's log-prob of each completion id (None for a row with none: an empty completion's stand-in eos)
+    sampler_logprobs: list = dataclasses.field(default_factory=list)
 
 
 TASK_ORDERS = ("independent", "epoch")
@@ -77,16 +79,18 @@ def rollout(model, tokenizer, tasks: list, n_per_task: int, cfg, seed: int, rewa
         seed=seed,
         stop=stops_for(tasks[0]),
         progress=False,
+        logprobs=cfg.temperature > 0,
     )
     t1 = time.time()
     prompt_ids = encode_prompts(tokenizer, [t.prompt for t in tasks])
-    flat_tasks, p_ids, c_ids, texts, finished = [], [], [], [], []
+    flat_tasks, p_ids, c_ids, texts, finished, lps = [], [], [], [], [], []
     for t, p, group in zip(tasks, prompt_ids, groups, strict=True):
         for c in group:
             finished.append(1.0 if c.finished else 0.0)
             flat_tasks.append(t)
             p_ids.append(p)
             c_ids.append(c.ids if c.ids else [tokenizer.eos_token_id])  # an empty completion still has a token
+            lps.append(c.logprobs if c.ids and c.logprobs is not None else None)  # the stand-in eos was not drawn
             texts.append(c.text)
     sandbox.configure(workers=cfg.workers, timeout_s=cfg.timeout_s)
     rows = tasks_to_rows(flat_tasks)
@@ -110,6 +114,7 @@ def rollout(model, tokenizer, tasks: list, n_per_task: int, cfg, seed: int, rewa
         classes=[metrics.verdict_class(v) for v in verdicts],
         finished=torch.tensor(finished),
         tamper=[sandbox.tamper_of(v) for v in verdicts],
+        sampler_logprobs=lps,
     )
 
 

@@ -63,6 +63,7 @@ class Completion:
     ids: list[int]  # generated token ids: the shortest prefix whose decoding reaches the stop point (eos included)
     n_tokens: int  # len(ids)
     finished: bool  # stopped by a stop sequence or eos; False when max_new_tokens ran out
+    logprobs: list[float] | None = None  # log p of each id under the distribution it was drawn from (logprobs=True)
 
 
 def stops_for(task) -> tuple[str, ...]:
@@ -93,8 +94,18 @@ def _decode(tokenizer, ids: Sequence[int]) -> str:
     return tokenizer.decode(list(ids), skip_special_tokens=True)
 
 
-def trim(tokenizer, ids: Sequence[int], stop: Sequence[str], eos_ids: Sequence[int] = ()) -> Completion:
-    """Cut generated ids at the first eos / stop sequence: the Completion both backends return."""
+def trim(
+    tokenizer, ids: Sequence[int], stop: Sequence[str], eos_ids: Sequence[int] = (), logprobs: Sequence[float] = ()
+) -> Completion:
+    """Cut generated ids at the first eos / stop sequence: the Completion both backends return. logprobs: the
+    sampler's log-prob of each id, cut to the kept ids (None when not given)."""
+    c = _trim(tokenizer, ids, stop, eos_ids)
+    if logprobs:
+        c.logprobs = [float(x) for x in logprobs[: c.n_tokens]]
+    return c
+
+
+def _trim(tokenizer, ids: Sequence[int], stop: Sequence[str], eos_ids: Sequence[int]) -> Completion:
     ids = [int(i) for i in ids]
     eos = set(eos_ids)
     cut = next((i for i, t in enumerate(ids) if t in eos), None)
@@ -182,6 +193,7 @@ def generate(
     progress: bool = True,
     backend: str = "hf",
     prefill_chunk: int = PREFILL_CHUNK,
+    logprobs: bool = False,
 ) -> list[list[Completion]]:
     """Sample `n` completions per prompt; returns one list of `n` Completions per prompt, in prompt order.
 
@@ -189,13 +201,17 @@ def generate(
     completion (see `find_stop`; `stops_for(task)` picks them per task kind). batch_size counts rows, i.e.
     (prompt, sample) pairs; prefill_chunk: prompts per prefill forward of the HF backend (the same completions
     whatever its value, up to float rounding). backend "vllm" takes, as `model`, a `vllm.LLM` or a hub name / model dir
-    / LoRA adapter dir (tokenizer may then be None)."""
+    / LoRA adapter dir (tokenizer may then be None). logprobs (HF backend, temperature > 0): each Completion also
+    carries the log-prob of each of its ids under the distribution the sampler drew it from (softmax of the logits /
+    temperature, after top-p), computed in the decode loop; the sampled ids are the same either way."""
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}")
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
     if backend not in ("hf", "vllm"):
         raise ValueError(f"backend must be 'hf' or 'vllm', not {backend!r}")
+    if logprobs and (backend != "hf" or temperature == 0):
+        raise ValueError("logprobs=True is for sampling (temperature > 0) on the HF backend")
     if temperature == 0 and n > 1:
         # Greedy decoding is deterministic: decode once, hand out copies.
         kw = dict(
@@ -225,11 +241,24 @@ def generate(
         stop,
         progress,
         prefill_chunk,
+        logprobs,
     )
 
 
 def _generate_hf(
-    model, tokenizer, prompts, n, temperature, top_p, max_new_tokens, batch_size, seed, stop, progress, prefill_chunk
+    model,
+    tokenizer,
+    prompts,
+    n,
+    temperature,
+    top_p,
+    max_new_tokens,
+    batch_size,
+    seed,
+    stop,
+    progress,
+    prefill_chunk,
+    logprobs=False,
 ):
     """HF backend: our own KV-cached decode loop (see `_decode_batch`), batch by batch of `batch_size` rows."""
     prompt_ids = encode_prompts(tokenizer, prompts)
@@ -247,6 +276,7 @@ def _generate_hf(
         with _seeded(seed, device), merged_lora(model), torch.inference_mode():
             for b in range(0, len(rows), batch_size):
                 batch = rows[b : b + batch_size]
+                lps: list[list[float]] | None = [] if logprobs else None
                 new = _decode_batch(
                     model,
                     tokenizer,
@@ -259,9 +289,10 @@ def _generate_hf(
                     pad,
                     device,
                     prefill_chunk,
+                    lps,
                 )
-                for (i, j), ids in zip(batch, new, strict=True):
-                    out[i][j] = trim(tokenizer, ids, stop, eos)
+                for k, ((i, j), ids) in enumerate(zip(batch, new, strict=True)):
+                    out[i][j] = trim(tokenizer, ids, stop, eos, lps[k] if lps is not None else ())
                 bar.update(len(batch))
     finally:
         bar.close()
@@ -325,7 +356,18 @@ def _prefill(model, seqs, pad, device, chunk: int = PREFILL_CHUNK):
 
 
 def _decode_batch(
-    model, tokenizer, seqs, temperature, top_p, max_new_tokens, stop, eos, pad, device, prefill_chunk=PREFILL_CHUNK
+    model,
+    tokenizer,
+    seqs,
+    temperature,
+    top_p,
+    max_new_tokens,
+    stop,
+    eos,
+    pad,
+    device,
+    prefill_chunk=PREFILL_CHUNK,
+    logprobs: list | None = None,
 ) -> list[list[int]]:
     """Sample one continuation per row of `seqs` (prompt ids; equal neighbours are samples of one prompt).
 
@@ -335,7 +377,9 @@ def _decode_batch(
     processors or stopping criteria over the whole batch. Sampling is the Gumbel-max trick (argmax of
     logits / T + Gumbel noise, the same distribution as softmax sampling) with noise drawn for the *whole* batch at
     every step: a row's draws do not depend on when the other rows finished. Greedy (T = 0) is the argmax.
-    Returns the generated ids per row (no padding; eos included when drawn).
+    Returns the generated ids per row (no padding; eos included when drawn). `logprobs`, a list, receives each row's
+    log-prob of every id it drew under the distribution it was drawn from (log_softmax of the tempered, top-p-warped
+    scores at the drawn id: what a trainer's old log-probs recompute, up to float rounding).
     """
     uniq: list[int] = []  # row -> its distinct prompt
     which: list[int] = []
@@ -352,6 +396,7 @@ def _decode_batch(
     B = len(seqs)
     active = list(range(B))  # batch rows still writing, in the order of the model's rows
     gen: list[list[int]] = [[] for _ in range(B)]
+    lps: list[list[float]] = [[] for _ in range(B)]
     eos_set = set(eos)
     decode = batch_decoder(tokenizer) if stop else None
     top_p_warp = TopPLogitsWarper(top_p) if temperature > 0 and top_p < 1.0 else None
@@ -362,6 +407,10 @@ def _decode_batch(
                 scores = top_p_warp(None, scores)
             u = torch.rand(B, logits.shape[-1], device=device)[active] if len(active) < B else torch.rand_like(scores)
             tokens = (scores - torch.log(-torch.log(u))).argmax(-1)  # [A]: Gumbel-max
+            if logprobs is not None:  # after the draw: the noise and the tokens are the same either way
+                drawn = torch.log_softmax(scores, dim=-1).gather(-1, tokens[:, None])[:, 0].tolist()
+                for r, x in zip(active, drawn, strict=True):
+                    lps[r].append(x)
         else:
             tokens = logits.argmax(-1)  # [A]
         keep = []
@@ -391,4 +440,6 @@ def _decode_batch(
         )
         cache = out.past_key_values
         logits = out.logits[:, -1].float()  # [A, V]
+    if logprobs is not None:
+        logprobs.extend(lps)
     return gen

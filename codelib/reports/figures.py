@@ -71,6 +71,8 @@ TITLES = {k: t for k, t, _ in CURVES} | {
     "mean_token_accuracy": "next-token accuracy (%)",
     "entropy": "policy entropy",
     "value_loss": "value-head loss",
+    "sampler_logp_diff_mean": "trainer vs sampler log-prob, mean |difference|",
+    "sampler_logp_diff_max": "trainer vs sampler log-prob, max |difference|",
     "rewards/margins": "DPO reward margin (chosen - rejected)",
     "rewards/accuracies": "pairs ranked right (%)",
     "rewards/chosen": "DPO reward of chosen completions",

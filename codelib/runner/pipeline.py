@@ -237,7 +237,11 @@ def _rel(path: Path, root: Path = REPO_ROOT) -> str:
 
 
 def _minutes(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{int(seconds // 60)} min {seconds % 60:02.0f} s"
+    """90 s and longer as minutes and seconds, rounded to the second first (119.7 s is 2 min 00 s, not 1 min 60 s)."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    m, s = divmod(round(seconds), 60)
+    return f"{m} min {s:02d} s"
 
 
 def uses_tiny(params: dict[str, dict]) -> bool:

@@ -61,6 +61,8 @@ class Config(TrainEvalConfig):
     entropy_coef: float = 0.0  # own backend: entropy bonus weight
     shared_prefix: bool = False  # own backend: update forwards run each distinct prompt once (floats move ~1e-5)
     task_order: str = "independent"  # own backend: independent (each step draws its tasks) | epoch (TRL's order)
+    old_logprobs: str = "recompute"  # own backend, several updates per rollout: recompute (a forward) | sampler
+    minibatch_order: str = "rows"  # own backend: rows (shuffled completions) | groups (whole groups per minibatch)
     max_prompt_tokens: int = 512  # backend trl: prompts longer than this keep their last tokens
     use_vllm: bool = False  # backend trl: generation on vLLM (GPU; pip install -r requirements-vllm.txt)
     vllm_mode: str = "colocate"  # colocate | server (trl vllm-serve)
@@ -126,10 +128,17 @@ class Config(TrainEvalConfig):
                 raise ValueError("use_vllm samples through TRL's vLLM integration: set backend: trl")
             engine_config(self)  # every engine check (KL placement, top_p, ...) fails here, naming the key
         else:
-            if self.dynamic_sampling or self.kl_estimator != "k3" or self.kl_placement != "loss" or self.entropy_coef:
+            if (
+                self.dynamic_sampling
+                or self.kl_estimator != "k3"
+                or self.kl_placement != "loss"
+                or self.entropy_coef
+                or self.old_logprobs != "recompute"
+                or self.minibatch_order != "rows"
+            ):
                 raise ValueError(
-                    "dynamic_sampling, kl_estimator, kl_placement and entropy_coef are own-engine options:"
-                    " set backend: own, or leave them at their defaults for TRL"
+                    "dynamic_sampling, kl_estimator, kl_placement, entropy_coef, old_logprobs and minibatch_order are "
+                    "own-engine options: set backend: own, or leave them at their defaults for TRL"
                 )
             if self.mask_truncated_completions:
                 raise ValueError(
@@ -183,6 +192,8 @@ def engine_config(cfg: Config) -> online.Config:
         task_order=cfg.task_order,
         adv_eps=1e-4,  # TRL's std floor
         old_from_first_pass=True,  # one update per rollout: the update's own forward gives the old log-probs, as TRL
+        old_logprobs=cfg.old_logprobs,
+        minibatch_order=cfg.minibatch_order,
     )
 
 

@@ -42,6 +42,7 @@ class Config(OnlineConfig):
     samples_per_task: int = 8  # completions per task (the group)
     ppo_epochs: int = 1  # passes over each rollout batch
     minibatch_size: int = 0  # completions per gradient step, all processes together; 0: the whole batch
+    minibatch_order: str = "rows"  # rows: each epoch shuffles completions | groups: whole groups (a task's samples)
     clip_eps: float = 0.2  # ratio clip range (the lower one when clip_eps_high is set)
     clip_eps_high: float = 0.0  # upper clip 1 + clip_eps_high (DAPO's clip-higher, e.g. 0.28); 0 for clip_eps
     dual_clip: float = 0.0  # c > 1: a negative advantage's loss is bounded by -c A (dual-clip PPO); 0 off
@@ -58,6 +59,7 @@ class Config(OnlineConfig):
     mask_truncated: bool = False  # DAPO's overlong filtering: no loss on completions the token budget cut
     adv_eps: float = 1e-6  # std floor when normalising advantages
     old_from_first_pass: bool = False  # true: the first pass's forward gives logp_old (one forward less; floats move)
+    old_logprobs: str = "recompute"  # logp_old of a ratio loss: "recompute" (a forward) | "sampler" (the draws' own)
 
     def __post_init__(self):
         super().__post_init__()
@@ -92,6 +94,25 @@ class Config(OnlineConfig):
             )
         if not 0 < self.gamma <= 1 or not 0 <= self.lam <= 1 or self.value_clip < 0:
             raise ValueError("gamma must be in (0, 1], lam in [0, 1] and value_clip >= 0")
+        if self.minibatch_order not in ("rows", "groups"):
+            raise ValueError(f"minibatch_order must be rows or groups; you gave {self.minibatch_order!r}")
+        if self.minibatch_order == "groups" and self.minibatch_size % self.samples_per_task:
+            raise ValueError(
+                f"minibatch_order: groups puts whole groups in a minibatch: minibatch_size ({self.minibatch_size}) "
+                f"must be a multiple of samples_per_task ({self.samples_per_task})"
+            )
+        if self.old_logprobs not in ("recompute", "sampler"):
+            raise ValueError(f"old_logprobs must be recompute or sampler; you gave {self.old_logprobs!r}")
+        if self.old_logprobs == "sampler" and self.critic != "none":
+            raise ValueError(
+                "old_logprobs: sampler saves the rollout policy's forward, but a critic needs that forward for its "
+                "values: set old_logprobs: recompute with critic: value_head"
+            )
+        if self.old_logprobs == "sampler" and loss not in RATIO_LOSSES:
+            raise ValueError(
+                f"old_logprobs: sampler feeds a ratio loss ({', '.join(RATIO_LOSSES)}); policy_loss {loss} reads no "
+                "old log-probs: leave old_logprobs at recompute"
+            )
 
     @property
     def label(self) -> str:
@@ -113,6 +134,10 @@ class Config(OnlineConfig):
             extra.append("overlong masked")
         if self.keep == "best":
             extra.append("keep best")
+        if self.old_logprobs == "sampler":
+            extra.append("old log-probs from the sampler")
+        if self.minibatch_order == "groups":
+            extra.append("group minibatches")
         return a.label + (", " + ", ".join(extra) if extra else "")
 
 
@@ -150,6 +175,47 @@ def _stats_over_ranks(run, returns, mask) -> tuple[float, float] | None:
     s = run.gather(torch.stack([(returns * mask).sum(), (returns**2 * mask).sum(), mask.sum()])[None].cpu()).sum(0)
     mean = float(s[0] / s[2].clamp(min=1))
     return mean, max(float(s[1] / s[2].clamp(min=1)) - mean**2, 0.0) ** 0.5
+
+
+def shuffled(n: int, group: int, mb: int) -> torch.Tensor:
+    """An epoch's row order: a permutation of the n rows (group 1), or of whole groups of `group` consecutive rows (a
+    task's samples), so that each minibatch of `mb` rows holds whole groups and a shared-prefix forward runs each of
+    its prompts once."""
+    if group == 1:
+        return torch.randperm(n)
+    if n % group or mb % group:
+        raise ValueError(
+            f"minibatch_order: groups needs whole groups of {group} on every rank: {n} rows a rank, minibatches of "
+            f"{mb}; set minibatch_size to a multiple of samples_per_task x processes"
+        )
+    return (torch.randperm(n // group)[:, None] * group + torch.arange(group)[None, :]).reshape(-1)
+
+
+def sampler_logprobs(ro, batch: Batch) -> torch.Tensor | None:
+    """The sampler's log-prob of every completion token in the [N, T-1] layout of `batch` (0 elsewhere), or None when
+    a row has none (an empty completion's stand-in eos, a sampler that gives none)."""
+    lps = ro.sampler_logprobs
+    if not lps or any(x is None for x in lps):
+        return None
+    out = torch.zeros_like(batch.completion_mask)
+    for i, (p, c, lp) in enumerate(zip(ro.prompt_ids, ro.completion_ids, lps, strict=True)):
+        if len(lp) != len(c):
+            return None
+        out[i, len(p) - 1 : len(p) - 1 + len(c)] = torch.tensor(lp, dtype=out.dtype)
+    return out.to(batch.completion_mask.device)
+
+
+def sampler_gap(logp: torch.Tensor, sampled: torch.Tensor | None, mask: torch.Tensor) -> dict[str, float]:
+    """How far the trainer's recomputed log-probs are from the sampler's on the completion tokens (mean and max
+    |difference|): 0 up to float rounding when sampler and trainer run the same numbers; a bf16 sampler, another
+    kernel or a stale policy shows here. Empty when there is nothing to compare."""
+    if sampled is None:
+        return {}
+    d = (logp.detach() - sampled).abs() * mask
+    return {
+        "sampler_logp_diff_mean": float(d.sum() / mask.sum().clamp(min=1)),
+        "sampler_logp_diff_max": float(d.max()),
+    }
 
 
 class Olds:
@@ -227,10 +293,17 @@ def train(cfg: Config, label: str | None = None, record: dict | None = None) -> 
         # the sampling policy's log-probs: a separate forward, or (`old_from_first_pass`, an epoch of one minibatch,
         # no dropout) the first update's own forward, detached: the policy has not moved yet, so they are the same
         # numbers (TRL's GRPO does this at one update per generation); `pg` reads no old log-probs at all
-        first_pass = not ratio_loss or (cfg.old_from_first_pass and mb >= n and not dropout_active(run.policy))
+        # `old_logprobs: sampler`: the sampler's own log-probs of its draws are the old ones (no forward at all)
+        sampled = sampler_logprobs(ro, batch)
+        use_sampler = ratio_loss and cfg.old_logprobs == "sampler" and sampled is not None
+        first_pass = not ratio_loss or (
+            cfg.old_from_first_pass and mb >= n and not dropout_active(run.policy) and not use_sampler
+        )
         mov = baseline if cfg.baseline == "moving_average" else None
-        old = None
-        if not first_pass:
+        old, gap = None, {}
+        if use_sampler:
+            old = Olds(cfg, run, batch, rewards, sampled, None, ref_logp, mov)
+        elif not first_pass:
             run.model.eval()
             with torch.no_grad():
                 res = token_logprobs(
@@ -239,10 +312,11 @@ def train(cfg: Config, label: str | None = None, record: dict | None = None) -> 
                 logp_old, ex = res if use_values else (res, {})
                 values_old = run.heads["value_head"](ex["hidden"].float()).squeeze(-1) if use_values else None
             old = Olds(cfg, run, batch, rewards, logp_old, values_old, ref_logp, mov)
+            gap = sampler_gap(logp_old, sampled, batch.completion_mask)
         run.model.train()
         stats: dict[str, list] = {}
         for _ in range(cfg.ppo_epochs):
-            order = torch.randperm(n)
+            order = shuffled(n, cfg.samples_per_task if cfg.minibatch_order == "groups" else 1, mb)
             for i in range(0, n, mb):
                 idx = order[i : i + mb].to(device)
                 sub = Batch(batch.input_ids[idx], batch.attention_mask[idx], mask[idx])
@@ -263,6 +337,7 @@ def train(cfg: Config, label: str | None = None, record: dict | None = None) -> 
                     logp_old = torch.empty_like(logp).index_copy_(0, idx, logp.detach())
                     values_old = torch.empty_like(values).index_copy_(0, idx, values.detach()) if use_values else None
                     old = Olds(cfg, run, batch, rewards, logp_old, values_old, ref_logp, mov)
+                    gap = sampler_gap(logp_old, sampled, batch.completion_mask)
                 m = sub.completion_mask
                 per_token, ratio_stats = policy_loss(
                     cfg.policy_loss,
@@ -296,7 +371,9 @@ def train(cfg: Config, label: str | None = None, record: dict | None = None) -> 
             baseline = moving_average(baseline, run.gather(ro.rewards), cfg.baseline_decay)
         adv = old.advantages
         seq_adv = (adv * mask).sum(-1) / mask.sum(-1).clamp(min=1) if adv.dim() == 2 else adv
-        row = {"kl": old.kl, "updates": len(stats["loss"]), **{k: _mean(v) for k, v in stats.items()}}
+        row = {"kl": old.kl, "updates": len(stats["loss"]), **{k: _mean(v) for k, v in stats.items()}, **gap}
+        if cfg.old_logprobs == "sampler":
+            row["old_from_sampler"] = 1.0 if use_sampler else 0.0  # 0: a row had no sampler log-probs (recomputed)
         if cfg.baseline == "moving_average":
             row["baseline"] = baseline
         if cfg.mask_truncated and ro.finished is not None:
