@@ -328,6 +328,28 @@ def test_sampler_logprobs_are_the_recomputed_ones_and_leave_the_draws_alone(tiny
         generate(model, tok, prompts[:1], temperature=0.0, logprobs=True, progress=False)
 
 
+def _two_minibatch_grpo(tiny_sft, stage: str, prompts: int, group: int, **kw) -> grpo.Config:
+    """A 2-step GRPO run on the own engine, two minibatch updates per rollout, with a length term in the reward (a
+    gradient in every group, passing or not)."""
+    return grpo.Config(
+        profile="test",
+        stage=stage,
+        init=str(tiny_sft),
+        steps=2,
+        prompts_per_step=prompts,
+        num_generations=group,
+        steps_per_generation=2,
+        max_new_tokens=24,
+        save_every=10,
+        report_to="none",
+        limit=32,
+        learning_rate=1e-2,
+        threads=1,
+        rewards={"pass": 1.0, "length": {"alpha": 1.0}},
+        **kw,
+    )
+
+
 @pytest.mark.slow
 def test_old_logprobs_sampler_drops_the_old_forward_and_logs_the_gap(tiny_sft, monkeypatch):
     """Two minibatch updates per rollout: `old_logprobs: recompute` runs a forward of the rollout policy per step
@@ -339,23 +361,7 @@ def test_old_logprobs_sampler_drops_the_old_forward_and_logs_the_gap(tiny_sft, m
     rows, forwards = {}, {}
     for mode in ("recompute", "sampler"):
         calls.clear()
-        cfg = grpo.Config(
-            profile="test",
-            stage=f"grpo_old_{mode}",
-            init=str(tiny_sft),
-            steps=2,
-            prompts_per_step=4,
-            num_generations=4,
-            steps_per_generation=2,
-            max_new_tokens=24,
-            save_every=10,
-            report_to="none",
-            limit=32,
-            learning_rate=1e-2,
-            threads=1,
-            rewards={"pass": 1.0, "length": {"alpha": 1.0}},  # a gradient in every group, passing or not
-            old_logprobs=mode,
-        )
+        cfg = _two_minibatch_grpo(tiny_sft, f"grpo_old_{mode}", 4, 4, old_logprobs=mode)
         rows[mode] = read_jsonl(grpo.train(cfg) / "metrics.jsonl")
         forwards[mode] = len(calls)
     assert forwards == {"recompute": 6, "sampler": 4}  # per step: (old +) 2 minibatch updates
@@ -404,24 +410,8 @@ def test_group_minibatches_let_the_shared_prefix_forward_act(tiny_sft, monkeypat
     seen = {}
     for order in ("rows", "groups"):
         applied.clear()
-        cfg = grpo.Config(
-            profile="test",
-            stage=f"grpo_order_{order}",
-            init=str(tiny_sft),
-            steps=2,
-            prompts_per_step=8,
-            num_generations=2,
-            steps_per_generation=2,
-            max_new_tokens=24,
-            save_every=10,
-            report_to="none",
-            limit=32,
-            learning_rate=1e-2,
-            threads=1,
-            rewards={"pass": 1.0, "length": {"alpha": 1.0}},  # a gradient in every group, passing or not
-            shared_prefix=True,
-            old_logprobs="sampler",
-            minibatch_order=order,
+        cfg = _two_minibatch_grpo(
+            tiny_sft, f"grpo_order_{order}", 8, 2, shared_prefix=True, old_logprobs="sampler", minibatch_order=order
         )
         rows = read_jsonl(grpo.train(cfg) / "metrics.jsonl")
         assert all(r["updates"] == 2 and r["ratio_max"] > 1.0 for r in rows)
