@@ -8,7 +8,9 @@ refill (DAPO's dynamic sampling); mask truncated completions if asked (DAPO's ov
 sampling policy's log-probs (and values), the start policy's when a KL is used or logged, the advantages; then
 `ppo_epochs` passes of minibatch updates (`minibatch_size`): with more than one update per rollout the ratio leaves
 1 and a clip can act. Every step logs the clip fractions (low, high), ratio mean/max, entropy, KL and the share of
-zero-variance groups; a quantity the algorithm does not compute is absent from the row (drawn "not computed").
+zero-variance groups, and (where a forward recomputes the old log-probs) their gap to the sampler's; a quantity the
+algorithm does not compute is absent from the row (drawn "not computed"). `old_logprobs: sampler` takes the sampler's
+own log-probs as the old ones instead of that forward.
 
     python -m codelib.trainers.online params/...yaml      (or through reinforce / ppo / grpo, which call `train`)
 """
@@ -197,12 +199,13 @@ def sampler_logprobs(ro, batch: Batch) -> torch.Tensor | None:
     lps = ro.sampler_logprobs
     if not lps or any(x is None for x in lps):
         return None
-    out = torch.zeros_like(batch.completion_mask)
+    mask = batch.completion_mask
+    out = torch.zeros(mask.shape, dtype=mask.dtype)  # filled on the CPU, moved once
     for i, (p, c, lp) in enumerate(zip(ro.prompt_ids, ro.completion_ids, lps, strict=True)):
         if len(lp) != len(c):
             return None
         out[i, len(p) - 1 : len(p) - 1 + len(c)] = torch.tensor(lp, dtype=out.dtype)
-    return out.to(batch.completion_mask.device)
+    return out.to(mask.device)
 
 
 def sampler_gap(logp: torch.Tensor, sampled: torch.Tensor | None, mask: torch.Tensor) -> dict[str, float]:
