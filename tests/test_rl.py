@@ -329,23 +329,16 @@ def test_sampler_logprobs_are_the_recomputed_ones_and_leave_the_draws_alone(tiny
 
 
 def _two_minibatch_grpo(tiny_sft, stage: str, prompts: int, group: int, **kw) -> grpo.Config:
-    """A 2-step GRPO run on the own engine, two minibatch updates per rollout, with a length term in the reward (a
-    gradient in every group, passing or not)."""
+    """A 2-step GRPO run on the own engine (the trainers' test settings), two minibatch updates per rollout, with a
+    length term in the reward (a gradient in every group, passing or not)."""
+    base = {k: v for k, v in _rl_kwargs(stage).items() if k != "batch_size"}  # GRPO counts prompts_per_step
     return grpo.Config(
-        profile="test",
-        stage=stage,
         init=str(tiny_sft),
-        steps=2,
         prompts_per_step=prompts,
         num_generations=group,
         steps_per_generation=2,
-        max_new_tokens=24,
-        save_every=10,
-        report_to="none",
-        limit=32,
-        learning_rate=1e-2,
-        threads=1,
         rewards={"pass": 1.0, "length": {"alpha": 1.0}},
+        **base,
         **kw,
     )
 

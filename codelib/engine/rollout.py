@@ -79,7 +79,7 @@ def rollout(model, tokenizer, tasks: list, n_per_task: int, cfg, seed: int, rewa
         seed=seed,
         stop=stops_for(tasks[0]),
         progress=False,
-        logprobs=cfg.temperature > 0,
+        logprobs=True,  # online configs sample at temperature > 0
     )
     t1 = time.time()
     prompt_ids = encode_prompts(tokenizer, [t.prompt for t in tasks])
@@ -90,7 +90,7 @@ def rollout(model, tokenizer, tasks: list, n_per_task: int, cfg, seed: int, rewa
             flat_tasks.append(t)
             p_ids.append(p)
             c_ids.append(c.ids if c.ids else [tokenizer.eos_token_id])  # an empty completion still has a token
-            lps.append(c.logprobs if c.ids and c.logprobs is not None else None)  # the stand-in eos was not drawn
+            lps.append(c.logprobs if c.ids else None)  # the stand-in eos was not drawn
             texts.append(c.text)
     sandbox.configure(workers=cfg.workers, timeout_s=cfg.timeout_s)
     rows = tasks_to_rows(flat_tasks)

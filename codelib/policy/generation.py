@@ -276,8 +276,7 @@ def _generate_hf(
         with _seeded(seed, device), merged_lora(model), torch.inference_mode():
             for b in range(0, len(rows), batch_size):
                 batch = rows[b : b + batch_size]
-                lps: list[list[float]] | None = [] if logprobs else None
-                new = _decode_batch(
+                new, lps = _decode_batch(
                     model,
                     tokenizer,
                     [prompt_ids[i] for i, _ in batch],
@@ -289,10 +288,10 @@ def _generate_hf(
                     pad,
                     device,
                     prefill_chunk,
-                    lps,
+                    logprobs,
                 )
                 for k, ((i, j), ids) in enumerate(zip(batch, new, strict=True)):
-                    out[i][j] = trim(tokenizer, ids, stop, eos, lps[k] if lps is not None else ())
+                    out[i][j] = trim(tokenizer, ids, stop, eos, lps[k] if logprobs else ())
                 bar.update(len(batch))
     finally:
         bar.close()
@@ -367,8 +366,8 @@ def _decode_batch(
     pad,
     device,
     prefill_chunk=PREFILL_CHUNK,
-    logprobs: list | None = None,
-) -> list[list[int]]:
+    logprobs: bool = False,
+) -> tuple[list[list[int]], list[list[float]]]:
     """Sample one continuation per row of `seqs` (prompt ids; equal neighbours are samples of one prompt).
 
     What makes it faster than `model.generate` on short completions (issue 14): each distinct prompt is prefilled
@@ -377,9 +376,9 @@ def _decode_batch(
     processors or stopping criteria over the whole batch. Sampling is the Gumbel-max trick (argmax of
     logits / T + Gumbel noise, the same distribution as softmax sampling) with noise drawn for the *whole* batch at
     every step: a row's draws do not depend on when the other rows finished. Greedy (T = 0) is the argmax.
-    Returns the generated ids per row (no padding; eos included when drawn). `logprobs`, a list, receives each row's
-    log-prob of every id it drew under the distribution it was drawn from (log_softmax of the tempered, top-p-warped
-    scores at the drawn id: what a trainer's old log-probs recompute, up to float rounding).
+    Returns the generated ids per row (no padding; eos included when drawn) and, with `logprobs`, each row's log-prob
+    of every id it drew under the distribution it was drawn from (log_softmax of the tempered, top-p-warped scores at
+    the drawn id: what a trainer's old log-probs recompute, up to float rounding; empty lists without).
     """
     uniq: list[int] = []  # row -> its distinct prompt
     which: list[int] = []
@@ -407,7 +406,7 @@ def _decode_batch(
                 scores = top_p_warp(None, scores)
             u = torch.rand(B, logits.shape[-1], device=device)[active] if len(active) < B else torch.rand_like(scores)
             tokens = (scores - torch.log(-torch.log(u))).argmax(-1)  # [A]: Gumbel-max
-            if logprobs is not None:  # after the draw: the noise and the tokens are the same either way
+            if logprobs:  # after the draw: the noise and the tokens are the same either way
                 drawn = torch.log_softmax(scores, dim=-1).gather(-1, tokens[:, None])[:, 0].tolist()
                 for r, x in zip(active, drawn, strict=True):
                     lps[r].append(x)
@@ -440,6 +439,4 @@ def _decode_batch(
         )
         cache = out.past_key_values
         logits = out.logits[:, -1].float()  # [A, V]
-    if logprobs is not None:
-        logprobs.extend(lps)
-    return gen
+    return gen, lps

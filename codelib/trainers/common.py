@@ -154,6 +154,12 @@ class OnlineRun:
                 f"batch_size ({cfg.batch_size}) and minibatch_size ({minibatch}) must divide by the number "
                 f"of processes ({ranks}): every rank takes the same share of a step"
             )
+        group = getattr(cfg, "samples_per_task", 1)
+        if getattr(cfg, "minibatch_order", "rows") == "groups" and (minibatch // ranks) % group:
+            raise ValueError(
+                f"minibatch_order: groups puts whole groups in every rank's minibatch: minibatch_size ({minibatch}) "
+                f"must be a multiple of samples_per_task x processes ({group} x {ranks})"
+            )
         self.reward = rewards.make_rewards(cfg.rewards)
         model, self.tokenizer = add_lora(cfg)
         heads = {k: m.to(self.acc.device) for k, m in (heads(model) if heads else {}).items()}

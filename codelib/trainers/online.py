@@ -298,7 +298,7 @@ def train(cfg: Config, label: str | None = None, record: dict | None = None) -> 
         # numbers (TRL's GRPO does this at one update per generation); `pg` reads no old log-probs at all
         # `old_logprobs: sampler`: the sampler's own log-probs of its draws are the old ones (no forward at all)
         sampled = sampler_logprobs(ro, batch)
-        use_sampler = ratio_loss and cfg.old_logprobs == "sampler" and sampled is not None
+        use_sampler = cfg.old_logprobs == "sampler" and sampled is not None  # (the Config allows it with a ratio loss)
         first_pass = not ratio_loss or (
             cfg.old_from_first_pass and mb >= n and not dropout_active(run.policy) and not use_sampler
         )
