@@ -40,6 +40,30 @@ def test_a_changed_report_makes_its_block_stale_and_sync_rewrites_it(tmp_path):
         readme_tables.sync(readme, tmp_path, check=True)
 
 
+def test_a_rerun_in_another_wall_time_leaves_the_comparison_block_current(tmp_path):
+    """`make compare` on a fresh clone reproduces every result but the training minutes (times as each run happened):
+    the check reads past that column, and only that column; rewriting copies the report's times."""
+    for rel, _ in readme_tables.BLOCKS.values():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text((ROOT / rel).read_text())
+    readme = tmp_path / "README.md"
+    readme.write_text((ROOT / "README.md").read_text())
+    report = tmp_path / readme_tables.BLOCKS["comparison"][0]
+    lines = report.read_text().splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("| checkpoint |"))
+    col = [c.strip() for c in lines[head].split("|")].index("train min")
+    row = next(i for i, ln in enumerate(lines) if ln.startswith("| grpo | "))
+    cells = lines[row].split("|")
+    assert cells[col].strip() != "99.9"
+    retimed = [*lines[:row], "|".join([*cells[:col], " 99.9 ", *cells[col + 1 :]]), *lines[row + 1 :]]
+    report.write_text("\n".join(retimed) + "\n")
+    assert readme_tables.sync(readme, tmp_path, check=True) == []  # only a time moved: the block is current
+    assert readme_tables.sync(readme, tmp_path) == ["comparison"] and "| 99.9 |" in readme.read_text()
+    cells[col - 1] = " 11.8 " if cells[col - 1].strip() != "11.8" else " 11.9 "  # avg tokens: a result
+    report.write_text("\n".join([*lines[:row], "|".join(cells), *lines[row + 1 :]]) + "\n")
+    assert readme_tables.sync(readme, tmp_path, check=True) == ["comparison"]
+
+
 def test_readme_is_a_guide_of_at_most_300_lines():
     text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) <= 300

@@ -6,7 +6,9 @@ reports do not hold.
 
 A block `<!-- NAME:start -->` ... `<!-- NAME:end -->` holds its report without the heading, then where it came from
 and the command that regenerates it. `tests/test_readme.py` runs the check, so a regenerated report with a stale page
-fails, and checks that every number in README.md's prose outside the blocks is one a block holds.
+fails, and checks that every number in README.md's prose outside the blocks is one a block holds. The check reads past
+a table's timing columns (`TIMES`: the comparison's training minutes, as each run happened): a rerun that reproduces
+every result in another wall time leaves its page current; rewriting copies the report's times too.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ BLOCKS = {  # marker name -> (report, what regenerates it)
     "backends_fresh": study("backends", "fresh"),
 }
 FROM = {"backends_pairs": "Paired over"}  # a block that holds its report from the line starting so (one table of it)
+TIMES = {"comparison": ("train min",)}  # a block's columns of wall time: they differ on every rerun, results do not
 PAGES = {  # page -> the blocks it holds (each block lives on one page)
     "README.md": ["study", "comparison", "backends_pairs"],
     "docs/studies.md": [
@@ -81,9 +84,24 @@ def block_text(report: Path, rel: str, how: str, start: str | None = None) -> st
     return f"{body}\n\n(`{rel}`; regenerate with {how}.)\n"
 
 
+def without_columns(text: str, columns: tuple[str, ...]) -> str:
+    """A block's text with the cells of the named columns blanked in each Markdown table (by the header row's names)."""
+    out, drop = [], set()
+    for line in text.splitlines():
+        if not line.startswith("|"):
+            drop = set()
+        else:
+            cells = line.split("|")
+            if not drop and not set(line) <= set("|-: "):
+                drop = {i for i, cell in enumerate(cells) if cell.strip() in columns} or {-1}
+            line = "|".join("" if i in drop else cell for i, cell in enumerate(cells))
+        out.append(line)
+    return "\n".join(out)
+
+
 def sync_page(page: Path, names: list[str], root: Path = ROOT, check: bool = False) -> list[str]:
-    """Rewrite (or with `check`, only compare) the named blocks of one page; returns the names that differed.
-    A block whose markers are missing is an error."""
+    """Rewrite (or with `check`, only compare) the named blocks of one page; returns the names that differed (with
+    `check`, in more than their `TIMES` columns). A block whose markers are missing is an error."""
     text = new = page.read_text()
     stale = []
     for name in names:
@@ -93,6 +111,9 @@ def sync_page(page: Path, names: list[str], root: Path = ROOT, check: bool = Fal
         if m is None:
             raise ValueError(f"{page}: no <!-- {name}:start --> ... <!-- {name}:end --> block")
         body = block_text(root / rel, rel, how, FROM.get(name))
+        times = TIMES.get(name, ())
+        if check and times and without_columns(m.group(2), times) == without_columns(body, times):
+            continue
         if m.group(2) != body:
             stale.append(name)
             new = new[: m.start(2)] + body + new[m.end(2) :]
