@@ -86,14 +86,14 @@ def block_text(report: Path, rel: str, how: str, start: str | None = None) -> st
 
 def without_columns(text: str, columns: tuple[str, ...]) -> str:
     """A block's text with the cells of the named columns blanked in each Markdown table (by the header row's names)."""
-    out, drop = [], set()
+    out, drop = [], None
     for line in text.splitlines():
         if not line.startswith("|"):
-            drop = set()
+            drop = None  # between tables
         else:
             cells = line.split("|")
-            if not drop and not set(line) <= set("|-: "):
-                drop = {i for i, cell in enumerate(cells) if cell.strip() in columns} or {-1}
+            if drop is None:  # a table's first row is its header
+                drop = {i for i, cell in enumerate(cells) if cell.strip() in columns}
             line = "|".join("" if i in drop else cell for i, cell in enumerate(cells))
         out.append(line)
     return "\n".join(out)

@@ -212,37 +212,23 @@ def generate(
         raise ValueError(f"backend must be 'hf' or 'vllm', not {backend!r}")
     if logprobs and (backend != "hf" or temperature == 0):
         raise ValueError("logprobs=True is for sampling (temperature > 0) on the HF backend")
+    kw = dict(
+        max_new_tokens=max_new_tokens,
+        batch_size=batch_size,
+        seed=seed,
+        stop=stop,
+        progress=progress,
+        prefill_chunk=prefill_chunk,
+    )
     if temperature == 0 and n > 1:
         # Greedy decoding is deterministic: decode once, hand out copies.
-        kw = dict(
-            max_new_tokens=max_new_tokens,
-            batch_size=batch_size,
-            seed=seed,
-            stop=stop,
-            progress=progress,
-            prefill_chunk=prefill_chunk,
-        )
         once = generate(model, tokenizer, prompts, n=1, temperature=0.0, backend=backend, **kw)
         return [[dataclasses.replace(c, ids=list(c.ids)) for _ in range(n)] for (c,) in once]
     if backend == "vllm":  # vLLM cuts at the stop strings; `trim` then applies the same cut as the HF path
         rows, tokenizer = sample_vllm(model, prompts, n, temperature, top_p, max_new_tokens, seed, stop)
         eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
         return [[trim(tokenizer, ids, stop, eos) for ids in row] for row in rows]
-    return _generate_hf(
-        model,
-        tokenizer,
-        prompts,
-        n,
-        temperature,
-        top_p,
-        max_new_tokens,
-        batch_size,
-        seed,
-        stop,
-        progress,
-        prefill_chunk,
-        logprobs,
-    )
+    return _generate_hf(model, tokenizer, prompts, n, temperature, top_p, logprobs=logprobs, **kw)
 
 
 def _generate_hf(
@@ -252,6 +238,7 @@ def _generate_hf(
     n,
     temperature,
     top_p,
+    *,
     max_new_tokens,
     batch_size,
     seed,
@@ -290,8 +277,8 @@ def _generate_hf(
                     prefill_chunk,
                     logprobs,
                 )
-                for k, ((i, j), ids) in enumerate(zip(batch, new, strict=True)):
-                    out[i][j] = trim(tokenizer, ids, stop, eos, lps[k] if logprobs else ())
+                for (i, j), ids, lp in zip(batch, new, lps, strict=True):  # lp: [] without logprobs
+                    out[i][j] = trim(tokenizer, ids, stop, eos, lp)
                 bar.update(len(batch))
     finally:
         bar.close()
