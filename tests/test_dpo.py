@@ -1,4 +1,5 @@
-"""DPO path: the pair rule on hand-made annotations, resumable annotation, merge equality, a 2-step DPO run."""
+"""DPO path: the pair rule on hand-made annotations, resumable annotation, merge equality, the sampled-id rows, a
+2-step RPO run on them with its loss weights."""
 
 import json
 
@@ -161,10 +162,43 @@ def test_merged_model_logits_equal_adapter_logits(tiny_sft, tmp_path):
     assert torch.allclose(a.float(), m.float(), atol=atol)
 
 
-@pytest.mark.slow
-def test_dpo_two_steps_change_lora(tiny_sft, monkeypatch):
-    from safetensors.torch import load_file
+def test_sampled_ids_keep_the_draws_and_fall_back_to_text_only_when_ids_are_missing(tiny_base, capsys):
+    """DPO rows are the sampled ids: the prompt as the sampler encoded it, each completion's ids as drawn (no eos
+    added), cut to fit max_length; one pair without ids (either side) turns the set into text rows TRL tokenises."""
+    from transformers import AutoTokenizer
 
+    from codelib.policy.generation import encode_prompts
+    from codelib.trainers.dpo import sampled_ids
+
+    tok = AutoTokenizer.from_pretrained(tiny_base)
+    pairs = [
+        {"prompt": "def f(x):\n", "chosen": "a", "rejected": "b", "chosen_ids": [5, 6, 7, 8], "rejected_ids": [9]},
+        {"prompt": "def g():\n", "chosen": "c", "rejected": "d", "chosen_ids": [10], "rejected_ids": [11, 12]},
+    ]
+    prompt, other = encode_prompts(tok, [p["prompt"] for p in pairs])
+    rows = sampled_ids(pairs, tok, max_length=len(prompt) + 2)
+    assert rows[0] == {"prompt_ids": prompt, "chosen_ids": [5, 6], "rejected_ids": [9]}  # cut to the 2 left
+    assert rows[1] == {
+        "prompt_ids": other,
+        "chosen_ids": [10],
+        "rejected_ids": [11, 12][: len(prompt) + 2 - len(other)],
+    }
+    assert tok.eos_token_id not in rows[0]["chosen_ids"] + rows[1]["rejected_ids"]
+    for missing in ("chosen_ids", "rejected_ids"):
+        hand = [dict(pairs[0]), {**pairs[1], missing: None}]
+        rows = sampled_ids(hand, tok, max_length=64)
+        assert rows == [{k: p[k] for k in ("prompt", "chosen", "rejected")} for p in hand], missing
+        assert "TRL tokenises their text" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_rpo_trains_on_the_sampled_ids_with_its_loss_weights(tiny_sft, monkeypatch):
+    """RPO (sigmoid DPO + NLL at the weights given) for two steps: TRL receives the loss types and weights, trains on
+    the pairs' sampled ids as they are (its own preparation would re-tokenise text and add eos), and the LoRA moves."""
+    from safetensors.torch import load_file
+    from transformers import AutoTokenizer
+
+    from codelib.policy.generation import encode_prompts
     from codelib.trainers import dpo
 
     cfg = dpo.Config(
@@ -180,27 +214,42 @@ def test_dpo_two_steps_change_lora(tiny_sft, monkeypatch):
         min_chosen=0.0,
         min_gap=0.0,
         threads=1,
+        loss_type=["sigmoid", "sft"],
+        loss_weights=[1.0, 0.5],
     )
     manifest = dpo.prepare(cfg)
+    tok = AutoTokenizer.from_pretrained(tiny_sft)
     if manifest["counts"]["pairs"] == 0:
-        # the barely trained tiny model may pass nothing; seed a pair from the canonical solutions
+        # the barely trained tiny model may pass nothing; seed a pair from the canonical solution, as ids
         from codelib.tasks import load_tasks
 
         t = load_tasks("synthetic", "train")[0]
-        (cfg.run_dir / "pairs.jsonl").write_text(
-            json.dumps(
-                {
-                    "task_id": t.task_id,
-                    "prompt": t.prompt,
-                    "chosen": t.canonical_solution,
-                    "rejected": "    return None\n",
-                }
-            )
-            + "\n"
-        )
+        chosen, rejected = t.canonical_solution, "    return None\n"
+        ids = tok([chosen, rejected], add_special_tokens=False)["input_ids"]
+        pair = {"task_id": t.task_id, "prompt": t.prompt, "chosen": chosen, "rejected": rejected}
+        pair.update(chosen_ids=ids[0], rejected_ids=ids[1])
+        (cfg.run_dir / "pairs.jsonl").write_text(json.dumps(pair) + "\n")
         monkeypatch.setattr(dpo, "prepare", lambda cfg: manifest)  # keep the seeded pairs
+    pairs = read_jsonl(cfg.run_dir / "pairs.jsonl")
+    assert all(p["chosen_ids"] and p["rejected_ids"] for p in pairs)
+    trainers = []
+    real_init = dpo.SampledIdsDPOTrainer.__init__
+
+    def init(self, *a, **k):
+        real_init(self, *a, **k)
+        trainers.append(self)
+
+    monkeypatch.setattr(dpo.SampledIdsDPOTrainer, "__init__", init)
     run = dpo.train(cfg)
+    (trainer,) = trainers
+    assert list(trainer.args.loss_type) == ["sigmoid", "sft"] and list(trainer.args.loss_weights) == [1.0, 0.5]
+    data = trainer.train_dataset
+    room = [cfg.max_length - len(encode_prompts(tok, [p["prompt"]])[0]) for p in pairs]
+    assert data["chosen_ids"] == [p["chosen_ids"][:r] for p, r in zip(pairs, room, strict=True)]
+    assert data["rejected_ids"] == [p["rejected_ids"][:r] for p, r in zip(pairs, room, strict=True)]
+    assert data["prompt_ids"] == encode_prompts(tok, [p["prompt"] for p in pairs])
     weights = load_file(str(run / "adapter_model.safetensors"))
     assert any(float(v.abs().sum()) > 0 for k, v in weights.items() if "lora_B" in k)
     rows = read_jsonl(run / "metrics.jsonl")
     assert any("rewards/margins" in r for r in rows)
+    assert json.loads((run / "config.json").read_text())["label"] == "RPO (DPO + NLL, 1:0.5)"

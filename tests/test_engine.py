@@ -6,7 +6,8 @@ dual clip and clip-higher (and dual clip leaving positive advantages alone), the
 that binds, the ratio statistics over completion tokens only, value clipping, the batch-std GRPO advantage, KL in the
 reward reaching RLOO's and REINFORCE++'s advantages, the logged KL (k3), the overlong penalty's floor, the
 zero-variance share, dynamic sampling on accuracy, temperature in the log-probs, and a DAPO step on the tiny model
-whose ratio leaves 1 with a clip fraction above 0.
+whose ratio leaves 1 with a clip fraction above 0, and one step with every term on whose wiring is watched from
+outside (clip range, KL in the loss, entropy bonus, value loss weight and trunk, truncation mask, temperature).
 """
 
 import json
@@ -361,6 +362,7 @@ def test_the_trl_backend_logs_the_engine_keys_and_its_samples(tiny_sft, updates)
     # TRL computes the gradient norm at every optimizer step, and it reaches the log (0 where all rewards were equal)
     assert all(r["grad_norm"] > 0 or r["reward_std"] == 0 for r in rows) and any(r["grad_norm"] > 0 for r in rows)
     assert any(k.startswith("rewards/") for k in rows[0]) and any(k.startswith("verdicts/") for k in rows[0])
+    assert all("kl" not in r for r in rows)  # beta 0: TRL computes no KL, and an absent KL is not logged as 0
     samples = read_jsonl(run / "samples.jsonl")
     assert len(samples) == 2 * 4 and {s["step"] for s in samples} == {1, 2}
     assert all(s["task_id"] and set(s["rewards"]) == {"pass_reward", "length_penalty"} for s in samples)
@@ -418,3 +420,97 @@ def test_trl_backend_cuts_its_completions_at_the_stop_sequences(monkeypatch):
     ids, _ = trainer._generate_single_turn(None, None, None, 2)
     assert "".join(map(chr, ids[0])) == "    return x\ndef" and ids[1] == sampled[1]
     assert grpo_trl._before_stop("    return x\ndef g():", ("\ndef",)) == "    return x"  # what the rewards score
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trunk", ["detached", "shared"])
+def test_one_step_wires_every_term_into_the_loss(tiny_sft, monkeypatch, trunk):
+    """One PPO step with every term switched on, watched from outside the engine: the policy loss gets the configured
+    clip range (clip-higher's upper one); the KL term enters the loss through the trained log-probs; the loss handed
+    to the optimizer is the aggregated loss minus entropy_coef x the masked entropy plus value_coef x the value loss;
+    truncated completions carry no loss; the value head reads a detached trunk when asked; and every forward (old,
+    update, reference) runs at the sampling temperature, so with one update the ratio is exactly 1, the recomputed
+    log-probs equal the sampler's and the KL to the (unmoved) start policy is 0."""
+    seen: dict[str, list] = {k: [] for k in ("loss_kw", "kl", "agg", "value", "update", "lp", "ref", "head", "ro")}
+
+    def spy(name, record):
+        real = getattr(online, name)
+
+        def wrapped(*a, **k):
+            out = real(*a, **k)
+            record(out, *a, **k)
+            return out
+
+        monkeypatch.setattr(online, name, wrapped)
+
+    spy("policy_loss", lambda out, *a, **k: seen["loss_kw"].append((k, out[0].detach())))
+    spy("kl_estimate", lambda out, logp, *a, **k: seen["kl"].append((logp.requires_grad, out.detach())))
+    spy("aggregate", lambda out, mode, per_token, m, *a: seen["agg"].append((per_token.detach(), m, out.detach())))
+    spy("value_loss_of", lambda out, *a, **k: seen["value"].append(out.detach()))
+    spy("token_logprobs", lambda out, model, b, **k: seen["lp"].append((k["temperature"], out, b.completion_mask)))
+    spy("reference_logprobs", lambda out, model, b, shared, temp: seen["ref"].append(temp))
+    real_head, real_update, real_rollout = online.value_head, OnlineRun.update, OnlineRun.rollout
+
+    def head(model):
+        h = real_head(model)
+        h["value_head"].register_forward_pre_hook(
+            lambda mod, args: seen["head"].append(args[0].requires_grad) if torch.is_grad_enabled() else None
+        )
+        return h
+
+    monkeypatch.setattr(online, "value_head", head)
+
+    def update(self, loss, step):
+        seen["update"].append(float(loss.detach()))
+        return real_update(self, loss, step)
+
+    def roll(self, *a):
+        seen["ro"].append(real_rollout(self, *a))
+        return seen["ro"][-1]
+
+    monkeypatch.setattr(OnlineRun, "update", update)
+    monkeypatch.setattr(OnlineRun, "rollout", roll)
+    cfg = ppo.Config(
+        **dict(SMALL, max_new_tokens=6),
+        init=str(tiny_sft),
+        stage=f"wiring_{trunk}",
+        steps=1,
+        batch_size=3,
+        samples_per_task=2,
+        ppo_epochs=1,
+        critic="value_head",
+        value_trunk=trunk,
+        value_coef=0.3,
+        entropy_coef=0.1,
+        clip_eps=0.2,
+        clip_eps_high=0.28,
+        kl_coef=0.1,
+        kl_estimator="k2",
+        kl_placement="loss",
+        mask_truncated=True,
+        temperature=0.7,
+    )
+    row = read_jsonl(ppo.train(cfg) / "metrics.jsonl")[-1]
+    ((kw, pg),) = seen["loss_kw"]
+    assert (kw["eps_low"], kw["eps_high"]) == (0.2, 0.28)
+    grad_kl = [est for needs_grad, est in seen["kl"] if needs_grad]
+    assert len(grad_kl) == 1  # the loss's KL term, on the log-probs being trained
+    ((per_token, m, agg),) = seen["agg"]
+    assert torch.allclose(per_token, pg + 0.1 * grad_kl[0], atol=1e-6)
+    temps = [t for t, _, _ in seen["lp"]]
+    assert temps == [0.7, 0.7] and seen["ref"] == [0.7]  # the old forward, the update's, the start policy's
+    _, (logp, ex), _ = seen["lp"][1]
+    entropy = float((ex["entropy"].detach() * m).sum() / m.sum())
+    assert row["entropy"] == pytest.approx(entropy, rel=1e-6)
+    (v_loss,) = seen["value"]
+    assert seen["update"] == [pytest.approx(float(agg) - 0.1 * entropy + 0.3 * float(v_loss), abs=1e-6)]
+    assert seen["head"] == [trunk == "shared"]  # the update's value forward: a trunk the value loss reaches or not
+    (ro,) = seen["ro"]
+    lengths = torch.tensor([len(c) for c in ro.completion_ids])
+    assert (ro.finished == 0).any() and (ro.finished == 1).any(), "pick max_new_tokens so that both kinds occur"
+    assert bool(((ro.finished == 0) == (lengths == cfg.max_new_tokens)).all())  # unfinished: the budget cut them
+    kept = seen["lp"][0][2].sum(-1)  # the old forward's mask, in rollout order (the update's rows are shuffled)
+    assert bool((kept[ro.finished == 0] == 0).all()) and bool((kept[ro.finished == 1] > 0).all())
+    assert torch.equal(m.sum(-1).sort().values, kept.sort().values)
+    assert row["truncated_frac"] == pytest.approx(float(1 - ro.finished.mean()))
+    assert row["ratio_max"] == 1.0 and row["sampler_logp_diff_max"] < 1e-4 and row["kl"] < 1e-6
