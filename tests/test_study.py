@@ -1,5 +1,5 @@
-"""Studies: the two-level bootstrap, paired comparisons, pass@k curves, strict study files, resume after a kill,
-and a smoke study (2 arms x 2 seeds) run end to end through papermill."""
+"""Studies: the two-level bootstrap, paired comparisons, the nominal width of every interval, pass@k curves, strict
+study files, resume after a kill, and a smoke study (2 arms x 2 seeds) run end to end through papermill."""
 
 import copy
 import dataclasses
@@ -56,6 +56,81 @@ def test_paired_comparison_cancels_task_difficulty():
     assert noisy_vs["ci_low"] < 0.05 < noisy_vs["ci_high"] and noisy_vs["ci_high"] - noisy_vs["ci_low"] > 0.05
     with pytest.raises(ValueError, match="same tasks"):
         study.paired_two_level(stable, stable[:, :10])
+
+
+def _nominal_width(x, alpha):
+    """The width of the normal-theory (1 - alpha) interval of the mean of x: 2 z sd / sqrt(n)."""
+    from statistics import NormalDist
+
+    return 2 * NormalDist().inv_cdf(1 - alpha / 2) * np.std(x) / np.sqrt(x.size)
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.2])
+def test_every_interval_has_its_nominal_width_over_tasks(alpha):
+    """400 tasks of pass 0/1 at 30%: the mean is close to normal, so each percentile bootstrap over tasks is about
+    2 z(1 - alpha/2) se wide (z 1.96 at alpha 0.05; taking the alpha quantile instead of alpha/2 gives 1.64, 16%
+    narrower); the pass@k band, the two-level interval with one seed (shared or nested task draws) and the paired
+    difference against an arm of zeros all resample the same tasks."""
+    x = np.zeros(400)
+    x[::10], x[1::10], x[2::10] = 1.0, 1.0, 1.0  # 30% pass
+    want = _nominal_width(x, alpha)
+    lo, hi = bootstrap_ci(x, iters=4000, seed=0, alpha=alpha)
+    widths = {"bootstrap_ci": hi - lo}
+    cv = passk.curve([{"n": 1, "c": int(v)} for v in x], iters=4000, seed=0, alpha=alpha)
+    widths["pass@k band"] = cv["ci_high"][0] - cv["ci_low"][0]
+    for nested in (False, True):
+        _, lo, hi = study.two_level_bootstrap(x[None], iters=4000, seed=0, alpha=alpha, nested=nested)
+        widths[f"two-level nested={nested}"] = hi - lo
+    d = study.paired_two_level(x[None], np.zeros((1, 400)), iters=4000, seed=0, alpha=alpha)
+    widths["paired"] = d["ci_high"] - d["ci_low"]
+    for name, w in widths.items():
+        assert w == pytest.approx(want, rel=0.06), name
+
+
+def test_the_pass_at_k_band_is_the_bootstrap_of_the_task_means_with_one_draw_for_every_k():
+    """The band's matmul form equals the plain bootstrap it stands for: the same task draws, each replicate the mean
+    of the drawn tasks' pass@k, the alpha/2 and 1 - alpha/2 quantiles."""
+    rng = np.random.default_rng(5)
+    n = np.full(30, 8)
+    c = rng.integers(0, 9, size=30)
+    values = passk.pass_at_k_matrix(n, c)  # [tasks, k]
+    cv = passk.curve([{"n": int(a), "c": int(b)} for a, b in zip(n, c, strict=True)], iters=500, seed=3, alpha=0.1)
+    idx = np.random.default_rng(3).integers(0, 30, size=(500, 30))
+    means = values[idx].mean(axis=1)  # [iters, k]
+    lo, hi = np.quantile(means, [0.05, 0.95], axis=0)
+    assert np.allclose(cv["ci_low"], lo, atol=1e-12) and np.allclose(cv["ci_high"], hi, atol=1e-12)
+    assert min(np.subtract(cv["ci_high"], cv["ci_low"])[:4]) > 0.05  # tasks differ: the band has a width
+
+
+def test_a_paired_comparison_resamples_each_arms_seeds_and_reports_the_point_difference():
+    """An arm whose two seeds sit 0.6 apart (on every task alike) against a one-seed arm: the tasks add no spread, so
+    the interval's width comes from resampling that arm's seeds, on whichever side it stands. `diff` is the
+    difference of the two arms' means (not the replicates' average); `p_better` the share of replicates in which the
+    first arm is strictly better: 0 for two identical arms."""
+    t = 50
+    noisy, flat = np.stack([np.full(t, 0.2), np.full(t, 0.8)]), np.full((1, t), 0.5)
+    for a, b in ((noisy, flat), (flat, noisy)):
+        d = study.paired_two_level(a, b, iters=400, seed=0)
+        assert (
+            d["diff"] == pytest.approx(0.0, abs=1e-12)
+            and d["ci_low"] == pytest.approx(-0.3)
+            and d["ci_high"] == pytest.approx(0.3)
+        )
+    a = np.random.default_rng(1).uniform(0, 1, size=(3, t))
+    b = np.random.default_rng(2).uniform(0, 1, size=(2, t))
+    assert study.paired_two_level(a, b, iters=50)["diff"] == pytest.approx(a.mean() - b.mean(), abs=1e-15)
+    same = study.paired_two_level(flat, flat, iters=50)
+    assert same["p_better"] == 0.0
+
+
+def test_study_rates_are_each_seeds_pass_at_k_on_the_given_tasks():
+    summaries = [
+        {"per_task": [{"task_id": "a", "n": 4, "c": 2}, {"task_id": "b", "n": 4, "c": 0}]},
+        {"per_task": [{"task_id": "b", "n": 4, "c": 4}, {"task_id": "a", "n": 4, "c": 1}]},
+    ]
+    assert study_report._rates(summaries, ["a", "b"]).tolist() == [[0.5, 0.0], [0.25, 1.0]]
+    # pass@2 from 4 samples: 1 - C(4-c, 2) / C(4, 2); c = 2 gives 1 - 1/6, c = 1 gives 1 - 3/6
+    assert study_report._rates(summaries, ["a"], k=2)[:, 0].tolist() == pytest.approx([5 / 6, 0.5])
 
 
 # ---------------------------------------------------------------------------------------------------------------
