@@ -140,6 +140,11 @@ def test_dynamic_sampling_drops_all_pass_groups_of_different_lengths():
     )
     batch, st = rollout.fill_dynamic(ro, lambda r: ro, 2, groups_wanted=1, max_refills=0)
     assert batch.texts == ["a2", "a3"] and st["groups_dropped"] == 2.0  # reward-equality would have dropped none
+    # two refills, then short: the kept groups first, topped up with dropped ones; every uniform group seen counts
+    batch, st = rollout.fill_dynamic(ro, lambda r: ro, 2, groups_wanted=4, max_refills=1)
+    assert batch.texts == ["a2", "a3", "a2", "a3", "a0", "a1", "a4", "a5"][:8]
+    assert st == {"groups_dropped": 4.0, "groups_seen": 6.0, "refills": 1.0, "groups_short": 2.0}
+    assert (batch.generate_s, batch.sandbox_s) == (2.0, 1.0)  # both rollouts' times
 
 
 def _run(nproc=1):

@@ -159,6 +159,10 @@ def test_length_penalty_counts_tokens():
 
     assert length_penalty(alpha=1.0, tokenizer=Tokenizer())(["x"]) == [pytest.approx(-0.1)]
     assert length_penalty(0.01)([[{"role": "assistant", "content": "a b c"}]]) == [pytest.approx(-0.0003)]
+    # the `tokens` column (counts) wins over the policy's completion_ids, which win over any tokenizer or regex
+    both = length_penalty(alpha=1.0, tokenizer=Tokenizer())(["x y"], tokens=[7], completion_ids=[[1, 2]])
+    assert both == [pytest.approx(-0.07)]
+    assert length_penalty(alpha=1.0, tokenizer=Tokenizer())(["x y"], completion_ids=[[1, 2]]) == [pytest.approx(-0.02)]
 
 
 def test_compile_format_and_quality():
@@ -215,6 +219,17 @@ def test_weighted_sums_components_and_skips_none():
     assert fn(["    return a + b\n"], **columns([ADD])) == [pytest.approx(1.0 - 0.04 + 0.5)]
     none = weighted(mine=(2.0, lambda completions, **_: [None] * len(completions)))
     assert none(["x"]) == [None]
+
+    # a row where one term does not apply (None) still gets the others' weighted sum; None only where none applies
+    def first(completions, **_):
+        return [1.0, None, None]
+
+    def second(completions, **_):
+        return [None, 1.0, None]
+
+    assert weighted(a=(0.5, first), b=(2.0, second))(["x", "y", "z"]) == [0.5, 2.0, None]
+    with pytest.raises(ValueError, match="share the name '<lambda>'"):  # they would merge in the sum and the logs
+        weighted(a=(1.0, lambda c, **_: [1.0]), b=(1.0, lambda c, **_: [0.0]))
     with pytest.raises(ValueError, match="unknown reward"):
         weighted(passs=1.0)
 

@@ -220,6 +220,13 @@ class _Weighted:
     def __init__(self, parts: list[tuple[float, object]]):
         self.parts = parts
         self.__name__ = "weighted"
+        names = self.names
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:  # the terms are logged and summed by name: two of one name would merge into one
+            raise ValueError(
+                f"two reward terms share the name {twice[0]!r} (their __name__): give each of your own functions a "
+                "name of its own (a def, not a lambda)"
+            )
 
     @property
     def names(self) -> list[str]:
