@@ -255,3 +255,64 @@ def test_verdict_cache_eviction_never_loses_a_batch_hit():
     assert [v.passed for v in first] == [True, True, True]
     again = judging.verdicts(["    return 2\n", "    return 0\n", "    return 1\n"], cache=cache, **cols)  # 1 hit
     assert [v.passed for v in again] == [True, False, False]
+
+
+class _FakeSandbox:
+    """Stands in for `sandbox.check`: records the tasks it is asked to judge; a verdict passes unless plus is asked
+    (so a cache that ignores plus shows)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, tasks, codes, plus=False, **_):
+        import types
+
+        self.calls.append((list(tasks), list(codes), plus))
+        return [types.SimpleNamespace(passed=not plus, code=c) for c in codes]
+
+
+def test_reward_columns_rebuild_the_whole_task_the_sandbox_judges(monkeypatch):
+    """What TRL hands a reward function (the dataset's columns) becomes the same Task the evaluator judges: the
+    benchmark's own limits, tolerance, comparator, kind and extra inputs, and the untruncated prompt when the trainer
+    cut the one the model saw."""
+    fake = _FakeSandbox()
+    monkeypatch.setattr(judging.sandbox, "check", fake)
+    task = Task(
+        task_id="taco/7",
+        prompt="Read n and print n squared.\n",
+        tests='[{"input": "3\\n", "output": "9\\n"}]',
+        entry_point="",
+        canonical_solution="print(int(input()) ** 2)\n",
+        kind="stdio",
+        plus_inputs="[[1], [2]]",
+        atol=1e-6,
+        time_limit_s=3.0,
+        memory_limit_mb=512,
+        compare="taco",
+    )
+    cols = {k: [v] for k, v in tasks_to_rows([task])[0].items()}
+    cols["source_prompt"], cols["prompt"] = cols["prompt"], ["Read n and"]  # the prompt the trainer cut
+    judging.verdicts(["print(int(input()) ** 2)\n"], cache=judging.VerdictCache(), **cols)
+    ((judged,), _, _) = fake.calls[0]
+    assert judged == task
+
+
+def test_the_verdict_cache_keys_on_the_whole_task_and_plus_and_evicts_the_least_recently_used(monkeypatch):
+    fake = _FakeSandbox()
+    monkeypatch.setattr(judging.sandbox, "check", fake)
+    cache = judging.VerdictCache(size=2)
+    cols = {"task_id": ["t"], "prompt": ["def f(x):\n"], "tests": ["assert f(1) == 2"], "entry_point": ["f"]}
+    other = dict(cols, tests=["assert f(1) == 3"])  # the same id, other tests: another task
+    judging.verdicts(["    return 2\n"], cache=cache, **cols)
+    judging.verdicts(["    return 2\n"], cache=cache, **other)
+    assert len(fake.calls) == 2  # not served the first task's verdict
+    plus = judging.verdicts(["    return 2\n"], cache=cache, plus=True, **cols)
+    assert len(fake.calls) == 3 and plus[0].passed is False  # plus is part of the key
+    assert len(cache.items) == 2  # the size holds: the oldest entry went
+    judging.verdicts(["    return 2\n"], cache=cache, **other)  # a hit: now the most recently used
+    judging.verdicts(["    return 3\n"], cache=cache, **cols)  # evicts the least recently used (the plus row)
+    assert len(fake.calls) == 4
+    judging.verdicts(["    return 2\n"], cache=cache, **other)
+    assert len(fake.calls) == 4  # still held
+    judging.verdicts(["    return 2\n"], cache=cache, plus=True, **cols)
+    assert len(fake.calls) == 5  # evicted, judged again
