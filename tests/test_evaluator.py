@@ -133,6 +133,25 @@ def test_each_sample_records_its_tampering_and_the_summary_its_share():
 
 
 @needs_sandbox
+def test_scoring_extracts_the_code_numbers_each_tasks_samples_and_seeds_its_intervals():
+    """A fenced full definition is extracted before it is judged (and recorded as judged); samples are numbered
+    within their task; pass@1 is always reported; the intervals and the pass@k band follow the bootstrap seed."""
+    tasks = load_tasks("humaneval", "test")[:12]
+    fenced = [f"```python\n{t.prompt}{t.canonical_solution}```\n" for t in tasks]
+    comps = [[f, "    return None\n"] if i % 3 else [f, f] for i, f in enumerate(fenced)]  # pass@1 1.0 or 0.5
+    res = score_completions(tasks, comps, ks=[2], workers=2, seed=0, bootstrap_iters=20)
+    assert {"pass@1", "pass@2"} <= set(res) and res["ks"] == [1, 2]
+    assert [s["sample"] for s in res["samples"]] == [0, 1] * 12
+    assert res["samples"][0]["code"] != fenced[0] and "```" not in res["samples"][0]["code"]
+    assert [r["c"] for r in res["per_task"]] == [2 if i % 3 == 0 else 1 for i in range(12)]
+    other = score_completions(tasks, comps, ks=[2], workers=2, seed=7, bootstrap_iters=20)
+    assert other["pass@1"] == res["pass@1"] and (other["ci_low"], other["ci_high"]) != (res["ci_low"], res["ci_high"])
+    assert other["pass@k_curve"]["ci_low"] != res["pass@k_curve"]["ci_low"]
+    again = score_completions(tasks, comps, ks=[2], workers=2, seed=0, bootstrap_iters=20)
+    assert (again["ci_low"], again["pass@k_curve"]) == (res["ci_low"], res["pass@k_curve"])
+
+
+@needs_sandbox
 def test_score_drops_k_above_n_with_a_warning():
     tasks = load_tasks("synthetic", "test")[:3]
     with pytest.warns(UserWarning, match="pass@"):
