@@ -571,14 +571,18 @@ def test_comparison_table_and_telemetry_figures(tmp_path, monkeypatch):
         }
         for i, z in ((1, 0.5), (2, 0.25))
     ]
+    rows[0]["entropy"] = 0.5  # logged at one step only: the mean is over the steps that logged it
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     df = comparison.write_comparison("tiny")
     row = df.set_index("checkpoint").loc["reinforce_rloo"]
+    assert row["entropy"] == pytest.approx(0.5) and math.isnan(row["clip_frac"])  # never logged: not computed, not 0
+    assert comparison.wall_time_s([{"train_runtime": 50.0, "time_s": 9.0}, {"train_runtime": 120.0}]) == 120.0
     assert row["algorithm"] == "RLOO" and row["train_min"] == pytest.approx(1.0)
     assert row["zero_std_frac"] == pytest.approx(0.375) and row["diff_vs_baseline"] == pytest.approx(0.25)
     assert row["eval_syntax_error"] == pytest.approx(5 / 16)
     md = (tmp_path / "rep" / "tiny" / "comparison.md").read_text()
     assert "| reinforce_rloo | RLOO | - | 68.8 [58.8, 78.8] | +25.0 [" in md and "4 tasks" in md
+    assert "| 1.0 | 38% | - | 0.50 |" in md  # train min, zero-variance share, clip fraction not computed, entropy
     figs = {
         "eval_during_training": reports.plot_eval_during_training("tiny", ["reinforce_rloo"]),
         "verdict_classes": reports.plot_verdict_classes("tiny", summaries),
