@@ -3,6 +3,7 @@ each case; the default rule's exact integers; and the linear-time guarantees (no
 
 from __future__ import annotations
 
+import math
 import time
 
 import pytest
@@ -26,6 +27,9 @@ LCB_STDOUT = [
     ("nan", "nan", True),  # equal as text
     ("nan 1", "nan 2", False),
     ("8\n\n16", "8\n16", False),  # an inner blank line counts
+    ("Yes \nNo", "Yes\nNo", True),  # each line stripped before the text comparison, not only as Decimals
+    ("0.10000000000000000001", "0.1", False),  # Decimal, not float: exact digits
+    ("snan", "1", False),  # comparing a signalling NaN raises there: a failure, not a crash here
 ]
 
 # TACO's compare_std_results
@@ -39,6 +43,13 @@ TACO_STDOUT = [
     ("3", "4", False),
     ("10\n20\n", "20\n10\n", False),  # multi-character tokens: the character sets differ ({1,0} vs {2,0})
     ("1.0001", "1.0", False),  # only a one-character-per-token output is rounded
+    ("10\n", "10", True),  # step 1 strips both texts (no later step matches a multi-digit token)
+    ("1", "1.0001", True),  # step 4: the expected line rounded to 3 places
+    ("12", "1.00005\n2", False),  # step 2 is numpy.isclose, rtol 1e-5: 5e-5 off is not close
+    ("01", "1.000010000100001e-08\n1", True),  # step 2 at isclose's bound exactly: |a - b| <= atol + rtol*|b|
+    ("1", "inf", False),  # numpy.isclose(1, inf) is False
+    ("12", "1", False),  # step 2: as many characters as expected lines
+    ("\u00b2", "2", False),  # a superscript digit is no decimal digit: float() of it fails there
     ("YES", "yes", False),
 ]
 
@@ -58,6 +69,12 @@ CODECONTESTS_STDOUT = [
     ("inf 1", "inf 2", False),  # inf - inf is nan: never within 1e-5
     ("1\n2", "1 2", True),  # whitespace of any kind splits
     ("1_0", "10", False),  # absl's parser takes no underscores: text comparison
+    ("1\u00a02", "1 2", False),  # only ASCII whitespace splits
+    ("\u00c9", "\u00e9", False),  # only ASCII letters are lowercased
+    ("0", "0.00001", False),  # strictly below 1e-5
+    ("1000000", "1000000.5", False),  # an absolute tolerance, not a relative one
+    ("nan(x) 1.000001", "nan(x) 1", False),  # nan(chars) is a double, a nan: never a match when lists differ
+    ("inf 1.000001", "inf 1", False),
 ]
 
 # the default rule (bundled datasets and synthetic tasks)
@@ -82,6 +99,11 @@ DEFAULT_STDOUT = [
     ("Yes", "YES", False),
     ("1 2", "1\n2\n", True),  # tokens: spacing and line ends do not matter
     ("1 2 3", "1 2", False),
+    ("0.500005", "0.5", False),  # 5e-6 off: beyond 1e-6
+    ("1000000.5", "1000000.0", True),  # relative 5e-7
+    ("0.0000005", "0.0", True),  # absolute 5e-7
+    ("2e999", "1e999", False),  # both overflow to inf: never a match
+    ("9999999968.0000001", "9999999968", False),  # an expected integer: exact value (float() would round)
 ]
 
 
@@ -121,6 +143,8 @@ TACO_VALUES = [
     ({"a": 1}, [{"a": 1}], True),
     (3, [2], False),
     ([], [], True),
+    ([{1: 1}], {"1": 1}, True),  # an expected dict becomes [dict with int keys]
+    (2, [1, 2], False),  # only the first element of the expected list
 ]
 
 
@@ -148,6 +172,37 @@ def test_evalplus_value_rules():
     )
     assert not compare.evalplus_value(
         2.0, 0.0, atol=1e-6, entry_point="find_zero", args=[[-1.0, 1.0]], dataset="humaneval"
+    )
+
+
+def test_evalplus_float_tolerance_is_numpys_allclose():
+    """evalplus's unsafe_execute: atol 1e-6 only when the task gives 0 and the expected value is a float or a
+    non-empty list/tuple of floats only; numpy.allclose(out, exp, rtol=1e-7, atol): |out - exp| <= atol + rtol*|exp|,
+    equal infinities close."""
+    assert not compare.evalplus_value(0.500005, 0.5)  # 5e-6 > atol 1e-6
+    assert compare.evalplus_value(1000000.05, 1000000.0)  # 0.05 <= 1e-6 + 1e-7 * 1e6
+    assert not compare.evalplus_value(1.00000005e-6, 0.0)  # rtol scales |exp| (0 here), not |out|
+    assert compare.evalplus_value(1.00005, 1.0, atol=1e-4)  # the task's own atol is kept
+    assert not compare.evalplus_value([1.0000001, 2], [1.0, 2])  # not all floats: exact only
+    assert compare.evalplus_value([math.inf, 1.0000001], [math.inf, 1.0])  # equal infinities are close
+    assert not compare.evalplus_value(1.0, math.inf)
+
+
+def test_evalplus_mbpp_and_humaneval_special_oracles():
+    """evalplus's special oracles (_special_oracle.py and unsafe_execute)."""
+    mbpp = {"dataset": "mbpp"}
+    assert compare.evalplus_value(False, True, entry_point="are_equivalent", **mbpp)  # Mbpp/164: anything passes
+    assert compare.evalplus_value(0, 5, entry_point="sum_div", **mbpp)  # Mbpp/295: 0 passes too
+    assert not compare.evalplus_value(1, 5, entry_point="sum_div", **mbpp)
+    # Mbpp/581: round(9 + 2 * 3 * sqrt(2.25 + 16)) == 35, within atol (0): <=
+    assert compare.evalplus_value(35, 34, entry_point="surface_Area", args=[3, 4], **mbpp)
+    # Mbpp/558: zero-padded digits, 123 vs 004: 1 + 2 + 1
+    assert compare.evalplus_value(4, 5, entry_point="digit_distance_nums", args=[123, 4], **mbpp)
+    assert not compare.evalplus_value(3, 5, entry_point="digit_distance_nums", args=[123, 4], **mbpp)
+    assert not compare.evalplus_value(False, True, entry_point="check_str", **mbpp)  # a bool result: out == exp
+    # HumanEval/32: |poly(x)| <= the task's atol
+    assert compare.evalplus_value(
+        1.00005, 0.0, atol=1e-4, entry_point="find_zero", args=[[-1.0, 1.0]], dataset="humaneval"
     )
 
 
