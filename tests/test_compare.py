@@ -70,6 +70,8 @@ CODECONTESTS_STDOUT = [
     ("1\n2", "1 2", True),  # whitespace of any kind splits
     ("1_0", "10", False),  # absl's parser takes no underscores: text comparison
     ("1\u00a02", "1 2", False),  # only ASCII whitespace splits
+    ("1\v2\r", "1 2", True),  # absl::ByAnyChar(" \n\t\r\v"): vertical tab and carriage return split
+    ("1\f2", "1 2", False),  # ... form feed does not: "1\f2" is one text token
     ("\u00c9", "\u00e9", False),  # only ASCII letters are lowercased
     ("0", "0.00001", False),  # strictly below 1e-5
     ("1000000", "1000000.5", False),  # an absolute tolerance, not a relative one

@@ -234,7 +234,7 @@ def taco_value(got, want) -> bool:
 # ---------------------------------------------------------------------------------------------------------------
 # CodeContests: DeepMind's execution/tester_sandboxer.cc (OutputsMatch, ValuesMatch)
 
-_CC_SPLIT = re.compile(r"[ \n\t\r\v]+")
+_CC_SPLIT = re.compile(r"[ \n\t\r\v]+")  # absl::ByAnyChar(" \n\t\r\v") in SplitAndLowercase: form feed not among them
 _CC_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 # absl::SimpleAtod: an optional '+' or '-', then what std::from_chars reads in general format (decimal with an
 # optional exponent, inf, infinity, nan, nan(chars)); the tokens are lowercased already
@@ -253,10 +253,11 @@ def _cc_double(token: str) -> float | None:
 
 
 def codecontests_stdout(got: str, want: str) -> tuple[bool, str]:
-    """DeepMind's checker: both texts split on ASCII whitespace and lowercased (ASCII letters only); equal token
-    lists match; otherwise the counts must agree and each pair of tokens match: as text when either is not a number,
-    else as doubles with |a - b| < 1e-5 (integers too: the checker's integer branch is never reached, so integers
-    beyond 2^53 compare as doubles; inf and nan never match when the lists differ elsewhere)."""
+    """DeepMind's checker: both texts split on space, newline, tab, carriage return and vertical tab (not form feed)
+    and lowercased (ASCII letters only); equal token lists match; otherwise the counts must agree and each pair of
+    tokens match: as text when either is not a number, else as doubles with |a - b| < 1e-5 (integers too: the
+    checker's integer branch is never reached, so integers beyond 2^53 compare as doubles; inf and nan never match
+    when the lists differ elsewhere)."""
     g, w = _cc_tokens(got), _cc_tokens(want)
     if g == w:
         return True, ""
