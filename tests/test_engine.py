@@ -507,3 +507,85 @@ def test_one_step_wires_every_term_into_the_loss(tiny_sft, monkeypatch, trunk):
     assert torch.equal(m.sum(-1).sort().values, kept.sort().values)
     assert row["truncated_frac"] == pytest.approx(float(1 - ro.finished.mean()))
     assert row["ratio_max"] == 1.0 and row["sampler_logp_diff_max"] < 1e-4 and row["kl"] < 1e-6
+
+
+def _critic_state(run):
+    return torch.load(run / "value_head.pt")
+
+
+@pytest.mark.slow
+def test_a_separate_critic_trains_apart_from_the_policy(tiny_sft, monkeypatch):
+    """`value_trunk: separate`: the value loss has no autograd path to the policy's weights and one to the critic's
+    adapter; one step with value_coef 0.5 leaves the policy's adapter bit for bit what value_coef 0 leaves, also when
+    the gradient clip binds (each model's norm is clipped alone), while a shared trunk's moves it. value_head.pt holds
+    the critic's trained tensors only (its adapter, the norms it trains, the head), not its frozen copy of the model;
+    by step 2 (the head is 0 at the start) the value loss has moved the critic's adapter; a resumed run gives the
+    uninterrupted one's critic and policy."""
+    from safetensors.torch import load_file
+
+    paths, v_losses, real_update, real_value_loss = [], [], OnlineRun.update, online.value_loss_of
+
+    def value_loss_of(*a, **k):
+        v_losses.append(real_value_loss(*a, **k))
+        return v_losses[-1]
+
+    monkeypatch.setattr(online, "value_loss_of", value_loss_of)
+
+    def update(run, loss, step):
+        if run.cfg.value_trunk == "separate" and run.cfg.value_coef:
+            policy, critic = run.clip_groups
+            to_policy = torch.autograd.grad(v_losses[-1], policy, allow_unused=True, retain_graph=True)
+            to_critic = torch.autograd.grad(v_losses[-1], critic, allow_unused=True, retain_graph=True)
+            paths.append((sum(g is not None for g in to_policy), sum(g is not None for g in to_critic)))
+        return real_update(run, loss, step)
+
+    monkeypatch.setattr(OnlineRun, "update", update)
+    common = dict(
+        SMALL,
+        init=str(tiny_sft),
+        steps=1,
+        batch_size=3,
+        samples_per_task=2,
+        ppo_epochs=1,
+        critic="value_head",
+        max_grad_norm=0.01,  # both norms are larger: the clip binds for each
+    )
+    runs = {
+        (trunk, coef): ppo.train(
+            ppo.Config(**common, stage=f"critic_{trunk}_{coef}", value_trunk=trunk, value_coef=coef)
+        )
+        for trunk, coef in (("separate", 0.5), ("separate", 0.0), ("shared", 0.5))
+    }
+    ((to_policy, to_critic),) = paths
+    assert to_policy == 0 and to_critic > 2  # the head and the critic's LoRA matrices, never the policy's
+    policy = {k: load_file(str(r / "adapter_model.safetensors")) for k, r in runs.items()}
+    start = policy[("separate", 0.0)]
+    assert all(torch.equal(start[n], w) for n, w in policy[("separate", 0.5)].items())
+    assert not all(torch.equal(start[n], w) for n, w in policy[("shared", 0.5)].items())  # the test can see a leak
+    row = read_jsonl(runs[("separate", 0.5)] / "metrics.jsonl")[-1]
+    assert row["critic_grad_norm"] > 0.01 and row["grad_norm"] > 0.01 and row["value_loss"] > 0
+    assert read_jsonl(runs[("separate", 0.0)] / "metrics.jsonl")[-1]["critic_grad_norm"] == 0.0
+    assert "critic_grad_norm" not in read_jsonl(runs[("shared", 0.5)] / "metrics.jsonl")[-1]
+    critic, untrained = _critic_state(runs[("separate", 0.5)]), _critic_state(runs[("separate", 0.0)])
+    assert critic.keys() == untrained.keys()
+    assert all("lora_" in k or "modules_to_save" in k or k.startswith("head.") for k in critic)
+    lora_b = [k for k in critic if "lora_B" in k]
+    assert lora_b and all(untrained[k].abs().sum() == 0 for k in lora_b)  # B = 0 at the start
+    assert critic["head.weight"].abs().sum() > 0 and untrained["head.weight"].abs().sum() == 0
+    assert "separate value trunk" in json.loads((runs[("separate", 0.5)] / "config.json").read_text())["label"]
+
+    two = dict(common, steps=2, value_trunk="separate")
+    full = ppo.train(ppo.Config(**two, stage="critic_full"))
+    ppo.train(ppo.Config(**dict(two, steps=1), stage="critic_part"))
+    resumed = ppo.train(ppo.Config(**two, stage="critic_part"))
+    a, b = _critic_state(full), _critic_state(resumed)
+    assert any(a[k].abs().sum() > 0 for k in lora_b)  # step 2: through the moved head, the critic's adapter learns
+    assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+    pa, pb = (load_file(str(r / "adapter_model.safetensors")) for r in (full, resumed))
+    assert all(torch.allclose(pa[k], pb[k], atol=1e-6) for k in pa)
+
+
+def test_the_value_trunk_is_checked():
+    """A value trunk the engine does not offer is refused with the choices."""
+    with pytest.raises(ValueError, match="shared | detached | separate"):
+        ppo.Config(critic="value_head", value_trunk="own")

@@ -130,11 +130,18 @@ class OnlineRun:
     scores its shard of a step's tasks; gradients are averaged)."""
 
     def __init__(
-        self, cfg: OnlineConfig, heads=None, algorithm: str = "", label: str = "", record: dict | None = None
+        self,
+        cfg: OnlineConfig,
+        heads=None,
+        algorithm: str = "",
+        label: str = "",
+        record: dict | None = None,
+        clip_apart: bool = False,
     ):
         """heads: model -> {name: module} trained beside the adapter (PPO's value head), built after the adapter;
         algorithm, label: the registered name (codelib.algorithms.ALGORITHMS) and label config.json records;
-        record: the config written there (default: cfg's fields)."""
+        record: the config written there (default: cfg's fields); clip_apart: clip the heads' gradient norm apart
+        from the policy's (a critic with a trunk of its own, as two models with two optimizers would be)."""
         check_init(cfg)
         seed_everything(cfg.seed, cfg.threads)
         self.cfg, self.acc = cfg, Accelerator(cpu=not torch.cuda.is_available())
@@ -163,9 +170,12 @@ class OnlineRun:
         self.reward = rewards.make_rewards(cfg.rewards)
         model, self.tokenizer = add_lora(cfg)
         heads = {k: m.to(self.acc.device) for k, m in (heads(model) if heads else {}).items()}
-        self.params = [p for p in model.parameters() if p.requires_grad] + [
-            p for m in heads.values() for p in m.parameters()
-        ]
+        head_params = [p for m in heads.values() for p in m.parameters() if p.requires_grad]
+        self.params = [p for p in model.parameters() if p.requires_grad] + head_params
+        # the gradient-norm clip's groups: all together, or (clip_apart) the policy's and the heads' each alone
+        n_policy = len(self.params) - len(head_params)
+        self.clip_groups = [self.params[:n_policy], head_params] if clip_apart else [self.params]
+        self.critic_grad_norm = None  # the heads' norm of the last update (clip_apart)
         optimizer = torch.optim.AdamW(self.params, lr=cfg.learning_rate, weight_decay=0.0)
         # prepare before restoring: whatever RNG accelerate consumes then is consumed in a fresh run too
         prepared = self.acc.prepare(model, *heads.values(), optimizer)  # one DDP module each, one optimizer
@@ -252,9 +262,16 @@ class OnlineRun:
         check_finite(loss, step)
         self.optimizer.zero_grad(set_to_none=True)
         self.acc.backward(loss)
-        grad_norm = self.acc.clip_grad_norm_(self.params, self.cfg.max_grad_norm)
+        norms = [self.acc.clip_grad_norm_(group, self.cfg.max_grad_norm) for group in self.clip_groups]
         self.optimizer.step()
-        return grad_norm
+        if len(norms) > 1:
+            self.critic_grad_norm = norms[1]
+        return norms[0]
+
+    def train_mode(self, on: bool) -> None:
+        """The policy and the heads in training (on) or eval mode (a critic's trunk drops out like the policy)."""
+        for m in (self.model, *self.heads.values()):
+            m.train(on)
 
     def record(self, step: int, ro: rollout.Rollouts, t0: float, row: dict, advantages=None, extra=None) -> None:
         """The step's samples and metrics row (whole-batch statistics over ranks), then a checkpoint when due."""

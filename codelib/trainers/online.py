@@ -33,6 +33,9 @@ RATIO_LOSSES = ("clip", "gspo", "cispo")  # policy losses that read the sampling
 GROUPED = ("rloo", "grpo", "dr_grpo", "grpo_batch_std", "reinforce_pp_baseline")  # need a task's G samples
 
 
+VALUE_TRUNKS = ("shared", "detached", "separate")
+
+
 @dataclass
 class Config(OnlineConfig):
     stage: str = "online"  # run directory name
@@ -53,7 +56,8 @@ class Config(OnlineConfig):
     critic: str = "none"  # "none" | "value_head" (a linear head on the policy's last hidden state)
     value_coef: float = 0.5  # value loss weight (critic: value_head)
     value_clip: float = 0.0  # > 0: the value update is clipped to +- this around the old value (PPO2's value clip)
-    value_trunk: str = "shared"  # "shared": the value loss also trains the LoRA trunk | "detached": only the head
+    value_trunk: str = "shared"  # shared: the value loss also trains the LoRA trunk | detached: only the head |
+    # separate: the critic's own copy of the start model with its own LoRA adapter (a second model in memory)
     gamma: float = 1.0  # GAE discount (critic: value_head)
     lam: float = 1.0  # GAE lambda (critic: value_head); gamma and lam at 1 give A_t as r - V_t
     baseline: str = "none"  # advantage reinforce: "none" | "moving_average" (of the batch reward)
@@ -76,8 +80,8 @@ class Config(OnlineConfig):
             raise ValueError("batch-normalised advantages need at least 2 completions per batch")
         if (adv == "gae") != (self.critic == "value_head"):
             raise ValueError("advantage gae and critic: value_head go together (the value head gives GAE its V_t)")
-        if self.critic not in ("none", "value_head") or self.value_trunk not in ("shared", "detached"):
-            raise ValueError("critic must be none | value_head and value_trunk shared | detached")
+        if self.critic not in ("none", "value_head") or self.value_trunk not in VALUE_TRUNKS:
+            raise ValueError(f"critic must be none | value_head and value_trunk {' | '.join(VALUE_TRUNKS)}")
         if loss == "pg" and (
             self.ppo_epochs > 1 or self.minibatch_size not in (0, self.batch_size * self.samples_per_task)
         ):
@@ -140,6 +144,8 @@ class Config(OnlineConfig):
             extra.append("old log-probs from the sampler")
         if self.minibatch_order == "groups":
             extra.append("group minibatches")
+        if self.critic == "value_head" and self.value_trunk != "shared":
+            extra.append(f"{self.value_trunk} value trunk")
         return a.label + (", " + ", ".join(extra) if extra else "")
 
 
@@ -149,6 +155,57 @@ def value_head(model) -> dict[str, torch.nn.Module]:
     torch.nn.init.zeros_(head.weight)
     torch.nn.init.zeros_(head.bias)
     return {"value_head": head}
+
+
+class Critic(torch.nn.Module):
+    """PPO's critic on a trunk of its own (`value_trunk: separate`): a second copy of the start model with its own
+    LoRA adapter and the linear value head on its last hidden state, as verl and OpenRLHF run a critic model beside
+    the actor. The value loss trains this adapter and head only, and the policy's loss never reaches them. Its
+    state_dict holds what it trains (the adapter, the modules it saves, the head), not the frozen copy."""
+
+    def __init__(self, trunk):
+        super().__init__()
+        self.trunk = trunk
+        self.head = value_head(trunk)["value_head"]
+
+    def forward(self, batch: Batch, shared: bool = False) -> torch.Tensor:
+        """V_t of every target position: [B, T-1] (the hidden state that predicts token t+1, as the shared head)."""
+        _, ex = token_logprobs(self.trunk, batch, with_hidden=True, shared=shared)
+        return self.head(ex["hidden"].float()).squeeze(-1)
+
+    def _trained(self) -> set[str]:
+        return {n for n, p in self.named_parameters() if p.requires_grad}
+
+    def state_dict(self, *args, **kwargs):
+        trained = self._trained()
+        return {k: v for k, v in super().state_dict(*args, **kwargs).items() if k in trained}
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        missing = sorted(self._trained() - set(state_dict))
+        if strict and missing:
+            raise RuntimeError(f"the critic's checkpoint lacks {len(missing)} trained tensors, e.g. {missing[0]}")
+        return super().load_state_dict(state_dict, strict=False, assign=assign)
+
+
+def separate_critic(cfg):
+    """The heads factory of `value_trunk: separate`: {"value_head": Critic} on a fresh load of the start model.
+    `add_lora` reseeds before drawing the adapter, so the RNG leaves this as it left the policy's construction."""
+    from codelib.policy.models import add_lora
+
+    def heads(model) -> dict[str, torch.nn.Module]:
+        trunk, _ = add_lora(cfg)
+        return {"value_head": Critic(trunk)}
+
+    return heads
+
+
+def values_of(run, cfg, batch: Batch, ex: dict) -> torch.Tensor:
+    """V_t [B, T-1] from the policy's hidden state (`ex`, shared or detached trunk) or the critic's own forward."""
+    head = run.heads["value_head"]
+    if cfg.value_trunk == "separate":
+        return head(batch, shared=cfg.shared_prefix)
+    hidden = ex["hidden"].float()
+    return head(hidden.detach() if cfg.value_trunk == "detached" else hidden).squeeze(-1)
 
 
 def value_loss_of(values, returns, mask, values_old=None, clip: float = 0.0) -> torch.Tensor:
@@ -272,8 +329,11 @@ def train(cfg: Config, label: str | None = None, record: dict | None = None) -> 
     samples.jsonl, checkpoint/; value_head.pt with a critic). config.json records the registered algorithm and its
     label (`label` replaces it); `record`: the config to write there instead of `cfg` (a GRPO config mapped here)."""
     use_values = cfg.critic == "value_head"
+    separate = use_values and cfg.value_trunk == "separate"
+    policy_hidden = use_values and not separate  # the value head reads the policy's last hidden state
+    heads = (separate_critic(cfg) if separate else value_head) if use_values else None
     run = OnlineRun(
-        cfg, heads=value_head if use_values else None, algorithm=cfg.algorithm, label=label or cfg.label, record=record
+        cfg, heads=heads, algorithm=cfg.algorithm, label=label or cfg.label, record=record, clip_apart=separate
     )
     device, temp = run.acc.device, cfg.temperature
     baseline = run.extra.get("baseline")
@@ -307,16 +367,16 @@ def train(cfg: Config, label: str | None = None, record: dict | None = None) -> 
         if use_sampler:
             old = Olds(cfg, run, batch, rewards, sampled, None, ref_logp, mov)
         elif not first_pass:
-            run.model.eval()
+            run.train_mode(False)
             with torch.no_grad():
                 res = token_logprobs(
-                    run.model, batch, with_hidden=use_values, shared=cfg.shared_prefix, temperature=temp
+                    run.model, batch, with_hidden=policy_hidden, shared=cfg.shared_prefix, temperature=temp
                 )
-                logp_old, ex = res if use_values else (res, {})
-                values_old = run.heads["value_head"](ex["hidden"].float()).squeeze(-1) if use_values else None
+                logp_old, ex = res if policy_hidden else (res, {})
+                values_old = values_of(run, cfg, batch, ex) if use_values else None
             old = Olds(cfg, run, batch, rewards, logp_old, values_old, ref_logp, mov)
             gap = sampler_gap(logp_old, sampled, batch.completion_mask)
-        run.model.train()
+        run.train_mode(True)
         stats: dict[str, list] = {}
         for _ in range(cfg.ppo_epochs):
             order = shuffled(n, cfg.samples_per_task if cfg.minibatch_order == "groups" else 1, mb)
@@ -327,15 +387,11 @@ def train(cfg: Config, label: str | None = None, record: dict | None = None) -> 
                     run.model,
                     sub,
                     with_entropy=True,
-                    with_hidden=use_values,
+                    with_hidden=policy_hidden,
                     shared=cfg.shared_prefix,
                     temperature=temp,
                 )
-                values = None
-                if use_values:
-                    hidden = ex["hidden"].float()
-                    hidden = hidden.detach() if cfg.value_trunk == "detached" else hidden
-                    values = run.heads["value_head"](hidden).squeeze(-1)  # [mb, T-1]
+                values = values_of(run, cfg, sub, ex) if use_values else None  # [mb, T-1]
                 if old is None:  # the first pass over the whole batch: its rows, in batch order, are the old ones
                     logp_old = torch.empty_like(logp).index_copy_(0, idx, logp.detach())
                     values_old = torch.empty_like(values).index_copy_(0, idx, values.detach()) if use_values else None
@@ -363,6 +419,8 @@ def train(cfg: Config, label: str | None = None, record: dict | None = None) -> 
                     loss = loss + cfg.value_coef * v_loss
                     stats.setdefault("value_loss", []).append(float(v_loss.detach()))
                 grad_norm = run.update(loss, step)
+                if separate:
+                    stats.setdefault("critic_grad_norm", []).append(float(run.critic_grad_norm))
                 for k, v in {
                     "loss": float(loss.detach()),
                     "entropy": float(entropy.detach()),
