@@ -67,6 +67,69 @@ def test_pair_cap_prefers_distinct_completions():
     assert len({p["chosen"] for p in pairs}) == 2 and len({p["rejected"] for p in pairs}) == 2
 
 
+def test_pair_rule_bounds_are_inclusive():
+    """A chosen at exactly min_chosen and a gap of exactly min_gap (1.0 - 0.6 == 0.4 in floats) make a pair."""
+    ranked = rank([row("t", 0, "good", True, 1.0), row("t", 1, "bad", False, 0.0), row("t", 2, "near", False, 0.6)])
+    strict = make_pairs(ranked, PairRule(min_chosen=1.0, min_gap=1.0))
+    assert [(p["chosen"], p["rejected"]) for p in strict] == [("good", "bad")]
+    assert {p["rejected"] for p in make_pairs(ranked, PairRule(min_chosen=0.8, min_gap=0.4))} == {"bad", "near"}
+
+
+def test_rejected_always_fails_even_without_a_margin():
+    """min_chosen = min_gap = 0 (as an RPO run may set): every pair is still a passing chosen against a failing
+    rejected, never two passing completions nor a completion against itself."""
+    pairs = make_pairs(rank(ANNOTATED), PairRule(min_chosen=0.0, min_gap=0.0, max_pairs_per_task=10))
+    expected = {(c, r) for c in ("good_long", "good_short") for r in ("bad_zero", "bad_half", "bad_close")}
+    assert len(pairs) == 6 and {(p["chosen"], p["rejected"]) for p in pairs} == expected
+
+
+def test_pairs_under_the_cap_are_a_draw_the_seed_fixes():
+    """Under the cap the pairs are drawn from all eligible ones: one seed gives one set, and over seeds every eligible
+    pair is drawn (not always the best-ranked ones)."""
+    ranked = rank(ANNOTATED)
+
+    def pick(seed):
+        return [(p["chosen"], p["rejected"]) for p in make_pairs(ranked, PairRule(max_pairs_per_task=1), seed)]
+
+    assert pick(3) == pick(3)
+    drawn = {pair for seed in range(20) for pair in pick(seed)}
+    assert drawn == {(c, r) for c in ("good_long", "good_short") for r in ("bad_zero", "bad_half")}
+
+
+def test_pair_cap_is_per_task():
+    """K caps each task's pairs, not the whole set: two tasks with two eligible pairs each give 2 + 2."""
+    rows = [
+        row(t, i, f"{t}_{c}", passed, frac)
+        for t in ("a", "b")
+        for i, (c, passed, frac) in enumerate([("ok", True, 1.0), ("bad", False, 0.0), ("worse", False, 0.1)])
+    ]
+    pairs = make_pairs(rank(rows), PairRule(max_pairs_per_task=2))
+    assert sorted(p["task_id"] for p in pairs) == ["a", "a", "b", "b"]
+
+
+def test_pairs_carry_each_sides_own_sampled_ids():
+    """The ids a pair trains on are those its chosen and its rejected completion were sampled as."""
+    rows = [dict(row("t", 0, "good", True, 1.0), ids=[1, 2]), dict(row("t", 1, "bad", False, 0.0), ids=[3])]
+    (p,) = make_pairs(rank(rows), PairRule())
+    assert (p["chosen"], p["chosen_ids"], p["rejected"], p["rejected_ids"]) == ("good", [1, 2], "bad", [3])
+
+
+def test_preferences_rank_by_the_given_reward_reading_the_tasks_prompts(tmp_path):
+    """A `reward` spec replaces RANKING, and a reward that reads the code sees it after its task's prompt: by quality,
+    `y = x` is clean inside `def f(x):` (without the prompt, x is undefined), so the shorter of the two clean bodies
+    ranks first; by RANKING, the one that passes does."""
+    a, b, c = "    y = x\n    return y\n", "    return 1\n", "    return (\n"
+    rows = [row("t", 0, a, False, 0.0, tokens=5), row("t", 1, b, True, 1.0, tokens=20), row("t", 2, c, False, 0.0, 30)]
+    path = tmp_path / "ann.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tasks = [Task("t", "def f(x):\n", "assert f(1) == 1", "f", "")]
+    m = build_preferences(path, tasks, tmp_path, PairRule(), {}, reward={"quality": 1.0})
+    (nbest,) = read_jsonl(tmp_path / "nbest.jsonl")
+    assert [r["completion"] for r in nbest["ranked"]] == [a, b, c]
+    assert [r["completion"] for r in rank(rows)["t"]] == [b, a, c]
+    assert m["counts"]["candidates"] == 3 and m["counts"]["passed"] == 1
+
+
 def test_manifest_counts(tmp_path):
     path = tmp_path / "ann.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in ANNOTATED))
@@ -76,6 +139,7 @@ def test_manifest_counts(tmp_path):
     assert m["counts"]["distinct"] == 9 and m["source_policy"] == "x"
     assert len(read_jsonl(tmp_path / "pairs.jsonl")) == 3 and (tmp_path / "nbest.jsonl").exists()
     assert all(p["prompt"] == "p" for p in read_jsonl(tmp_path / "pairs.jsonl"))
+    assert m["counts"]["candidates"] == 10 and m["counts"]["passed"] == 5 and m["counts"]["tasks_with_pairs"] == 1
 
 
 def test_no_preference_pairs_ends_the_command_with_its_fix_not_a_traceback(tmp_path, monkeypatch, capsys):
@@ -140,6 +204,61 @@ def test_annotation_resumes_without_rerunning(tmp_path, monkeypatch):
     assert [r["passed"] for r in rows] == [True, False, True, False, True]
     annotate(cands, [task], out, batch_size=2)
     assert len(read_jsonl(out)) == 5  # a rerun adds nothing
+
+
+def test_annotation_resume_tells_tasks_apart(tmp_path, monkeypatch):
+    """Annotated rows are keyed by (task, index): one task's sample 0 already annotated does not skip another's."""
+    from types import SimpleNamespace
+
+    from codelib import sandbox
+
+    tasks = [Task(t, "def f(x):\n", "assert f(1) == 1", "f", "") for t in ("a", "b")]
+    cands = tmp_path / "candidates.jsonl"
+    row0 = {"index": 0, "completion": "    return x\n", "tokens": 3}
+    cands.write_text("".join(json.dumps({"task_id": t, **row0}) + "\n" for t in ("a", "b")))
+    out = tmp_path / "ann.jsonl"
+    out.write_text(
+        json.dumps({"task_id": "a", **row0, "status": "passed", "passed": True, "test_fraction": 1.0}) + "\n"
+    )
+    judged = []
+
+    def check(tasks, codes, **kw):
+        judged.extend(t.task_id for t in tasks)
+        return [
+            SimpleNamespace(status="failed", passed=False, detail="", tests_passed=0, tests_total=1) for _ in codes
+        ]
+
+    monkeypatch.setattr(sandbox, "check", check)
+    annotate(cands, tasks, out)
+    assert judged == ["b"]
+    assert [(r["task_id"], r["passed"]) for r in read_jsonl(out)] == [("a", True), ("b", False)]
+
+
+def test_generated_candidates_are_extracted_indexed_and_reused_only_for_the_same_settings(tmp_path, monkeypatch):
+    """candidates.jsonl keeps each sample's raw text, its extracted code (what is judged) and its index; a second call
+    with the same settings reuses the file, one with other settings samples again."""
+    from types import SimpleNamespace
+
+    from codelib.engine import candidates
+
+    text = "Here:\n```python\ndef f(x):\n    return 2 * x\n```"
+    calls = []
+
+    def generate(model, tokenizer, prompts, n, **kw):
+        calls.append(n)
+        return [[SimpleNamespace(text=text, n_tokens=7, finished=True, ids=[1, 2]) for _ in range(n)] for _ in prompts]
+
+    monkeypatch.setattr(candidates, "generate", generate)
+    task = Task("t/1", "def f(x):\n", "assert f(2) == 4", "f", "    return 2 * x\n")
+    path = tmp_path / "candidates.jsonl"
+    settings = dict(temperature=1.0, top_p=1.0, max_new_tokens=16, seed=0)
+    candidates.generate_candidates(None, None, [task], path, n=2, **settings)
+    rows = read_jsonl(path)
+    assert [(r["index"], r["raw"], r["completion"]) for r in rows] == [(i, text, "    return 2 * x\n") for i in (0, 1)]
+    assert rows[0]["ids"] == [1, 2] and rows[0]["tokens"] == 7
+    candidates.generate_candidates(None, None, [task], path, n=2, **settings)  # the same settings: reused
+    candidates.generate_candidates(None, None, [task], path, n=3, **settings)  # other settings: sampled again
+    assert calls == [2, 3] and [r["index"] for r in read_jsonl(path)] == [0, 1, 2]
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ import pytest
 
 from codelib import sandbox
 from codelib.engine import judging, rewards
+from codelib.engine.extraction import message_text
 from codelib.engine.rewards import (
     REWARDS,
     compile_reward,
@@ -63,6 +64,12 @@ def runs(task: Task, completion) -> bool:
         "```python\nimport math\n\ndef helper(x):\n    return x\n\ndef add(a, b):\n    return helper(a) + b\n```",
         [{"role": "assistant", "content": "```py\ndef add(a, b):\n    return a + b\n```"}],  # TRL conversational
         "  return a + b\n",  # a two-space body
+        "```python\nprint(add(1, 2))\n```\n```python\ndef add(a, b):\n    return a + b\n```",  # usage first, then the def
+        "```bash\n$ python add.py\n```\n```python\nreturn a + b\n```",  # a shell block before the code
+        "```python\ndef add(a, b):\n    return a + b\n",  # the closing fence cut off by max_new_tokens
+        "import math\n" + PROMPT + "    return math.floor(a) + b\n",  # the prompt repeated after an import it needs
+        "```python\nOFFSET = 0\n\ndef add(a, b):\n    return a + b + OFFSET\n```",  # a module constant the def reads
+        "```python\ndef add(a, b):\n    return a + b\n\nassert add(1, 2) == 4\n```",  # the model's own wrong assert
     ],
     ids=[
         "body",
@@ -74,6 +81,12 @@ def runs(task: Task, completion) -> bool:
         "helpers",
         "conversational",
         "indent-2",
+        "usage-first",
+        "bash-first",
+        "truncated-fence",
+        "import-then-repeat",
+        "constant",
+        "own-assert",
     ],
 )
 def test_extracted_completions_run_after_the_prompt(completion):
@@ -84,6 +97,67 @@ def test_extraction_of_a_full_def_after_a_bodyless_prompt():
     # "def add(a, b):\n" alone cannot be redefined (no body): the body is taken from the model's def
     out = extract_completion("```python\ndef add(a, b):\n    return a + b\n```", "def add(a, b):\n")
     assert out == "    return a + b\n"
+
+
+def test_a_full_def_that_cannot_follow_a_bodyless_prompt_gives_its_body():
+    """A def spelled otherwise than the prompt (annotations, a wrapped signature) cannot be appended to a prompt with
+    no body, nor cut back as a repeat: its body, from the first body line, is taken instead."""
+    answer = "```python\ndef add(\n    a: int, b: int\n) -> int:\n    return a + b\n```"
+    assert extract_completion(answer, "def add(a, b):\n") == "    return a + b\n"
+
+
+def test_a_one_line_def_after_a_bodyless_prompt_gives_its_body():
+    """A one-line def (`def f(...): return ...`) spelled otherwise than the prompt: its body is what follows the
+    header's colon, not the whole def line nested in the prompt's function (which would return None); the header's
+    offset is counted in bytes, so a non-ASCII default before the colon cuts at the right place. Judged, it passes."""
+    task = Task("t/add", "def add(a, b):\n", "assert add(1, 2) == 3\n", "add", "    return a + b\n")
+    one_line = "```python\ndef add(a: int, b: int) -> int: return a + b\n```"
+    assert extract_completion(one_line, task) == "    return a + b\n"
+    assert sandbox.run(program_for(task, extract_completion(one_line, task))).passed
+    accented = '```python\ndef add(a: int, b: int, sep: str = "é") -> int: x = a; return x + b\n```'
+    assert extract_completion(accented, task) == "    x = a; return x + b\n"
+
+
+def test_the_entry_point_names_the_def_a_full_answer_redefines():
+    """A full def is recognised by the task's entry point, else by the prompt's last def (async too), not any def."""
+    helper_first = 'def helper(x):\n    return x\n\n\ndef add(a, b):\n    """Add two numbers."""\n'
+    answer = "```python\ndef add(a, b):\n    return helper(a) + b\n```"
+    assert extract_completion(answer, helper_first) == "\ndef add(a, b):\n    return helper(a) + b\n"
+    async_prompt = 'async def add(a, b):\n    """Add two numbers."""\n'
+    async_answer = "```python\nasync def add(a, b):\n    return a + b\n```"
+    assert extract_completion(async_answer, async_prompt) == "\nasync def add(a, b):\n    return a + b\n"
+    # the entry point is not the prompt's last def: the answer redefines `add`, not the helper after it
+    prompt = PROMPT + '    return _impl(a, b)\n\n\ndef _impl(a, b):\n    """To complete."""\n'
+    entry_first = Task("t/add-impl", prompt, ADD.tests, "add", "")
+    assert runs(entry_first, "```python\ndef add(a, b):\n    return a + b\n```")
+
+
+def test_a_body_after_a_prompt_without_its_last_newline():
+    """A prompt that does not end in a newline gets one before the body, so that the two still compile together."""
+    task = Task("t/add-nonl", PROMPT.rstrip("\n"), ADD.tests, "add", "")
+    assert extract_completion("    return a + b\n", task) == "\n    return a + b\n"
+    assert runs(task, "    return a + b\n")
+
+
+def test_the_text_of_a_conversational_completion():
+    """A message's content; of a message list, the last assistant message's (any message's when none has a role)."""
+    assert message_text({"role": "assistant", "content": "x"}) == "x"
+    turns = [
+        {"role": "assistant", "content": "first"},
+        {"role": "user", "content": "again"},
+        {"role": "assistant", "content": "last"},
+    ]
+    assert message_text(turns) == "last"
+    assert message_text([{"content": "bare"}]) == "bare"
+    assert message_text([]) == ""
+    assert extract_completion({"role": "assistant", "content": "    return a + b\n"}, ADD) == "    return a + b\n"
+
+
+def test_stdio_programs_end_with_one_newline():
+    """A stdio program loses its blank edges, so that one program is one string (one verdict, one distinct candidate)."""
+    stdio = Task("s/1", "Print 1.", '[{"input": "", "output": "1\\n"}]', "", "print(1)\n", "stdio")
+    assert extract_completion("```python\n\nprint(1)\n\n\n```", stdio) == "print(1)\n"
+    assert extract_completion("print(1)", stdio) == "print(1)\n"
 
 
 def test_extraction_for_mbpp_and_stdio():

@@ -140,7 +140,12 @@ def _body_of(code: str, entry: str) -> str | None:
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == entry:
             lines = code.split("\n")
-            return "\n".join(lines[node.body[0].lineno - 1 : node.end_lineno]) + "\n"
+            first = node.body[0]
+            body = lines[first.lineno - 1 : node.end_lineno]
+            head = body[0].encode()[: first.col_offset].decode(errors="ignore")  # col_offset counts UTF-8 bytes
+            if head.strip():  # a one-line def (`def f(x): return x`): its body starts after the header's colon
+                body[0] = body[0].encode()[first.col_offset :].decode(errors="ignore")
+            return "\n".join(body) + "\n"
     return None
 
 
