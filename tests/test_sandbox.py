@@ -864,6 +864,97 @@ def test_which_judge_each_dataset_gets():
     assert judge_plan("def f(x):\n", "assert math.isclose(f(1), 1.0)\n", "f")[2] == ("math",)  # imported by the judge
 
 
+def test_judge_plan_on_hand_written_tasks():
+    """Each reason that sends a task's tests inside, on a minimal task (a class in the prompt, also nested; a lambda,
+    generator or builtin function passed to the entry point or to `candidate`, also as a keyword), and what stays
+    outside: names the tests bind themselves (imports, `except ... as e`) and a bare `def` prompt, whose prelude gets
+    a `pass` so the judge can run it."""
+    from codelib.sandbox.jobs import judge_plan
+
+    inside = [
+        ("class A:\n    pass\n\n\ndef f(x):\n", "assert f(1) == 1\n"),
+        ("def f(x):\n    class A:\n        pass\n\n    return A\n", "assert f(1)\n"),
+        ("def f(g):\n", "def check(candidate):\n    assert candidate(lambda x: x) == 1\n\n\ncheck(f)\n"),
+        ("def f(xs):\n", "assert f(x * x for x in range(3)) == 5\n"),
+        ("def f(g):\n", "assert f(len) == 1\n"),
+        ("def f(xs, key=None):\n", "assert f([2, 1], key=lambda x: -x) == 2\n"),
+    ]
+    for prompt, tests in inside:
+        assert judge_plan(prompt, tests, "f")[0] == "inside", (prompt, tests)
+    outside = [
+        "from collections import Counter\nassert f(Counter('aab')) == 2\n",
+        "try:\n    f(-1)\nexcept ValueError as e:\n    assert 'neg' in str(e)\n",
+        "import math\nassert math.isclose(f(1.0), 1.0)\n",
+    ]
+    for tests in outside:
+        assert judge_plan("def f(x):\n    return x\n", tests, "f")[:3] == ("outside", ("f",), ()), tests
+    assert judge_plan("def f(x):\n", "assert f(1) == 1\n", "f") == ("outside", ("f",), (), "def f(x):\n    pass\n")
+
+
+def test_task_job_scales_the_limits_for_every_kind_of_task():
+    """A task's own limits scale the given limits and, as `limit_scale`, the pool's, for stdio, calls and function
+    tasks (judged outside or inside); one limit of its own is enough; a plus reference gets at least
+    PLUS_MEMORY_MB."""
+    from types import SimpleNamespace
+
+    from codelib.sandbox.plan import reference_job
+
+    cases = {
+        "stdio": ("p", '[{"input": "", "output": "1"}]', ""),
+        "calls": ("def f(x):\n", '[{"input": "1", "output": "1"}]', "f"),
+        "function": ("def f(x):\n", "assert f(1) == 1\n", "f"),
+        "program": ("class A:\n    pass\n\n\ndef f(x):\n", "assert f(1) == 1\n", "f"),  # judged inside
+    }
+    for kind, (prompt, tests, entry) in cases.items():
+        task = Task(
+            "t/1",
+            prompt,
+            tests,
+            entry,
+            "    return x\n",
+            "function" if kind == "program" else kind,
+            time_limit_s=2.0,
+            memory_limit_mb=512,
+        )
+        job = sandbox.task_job(task, "    return x\n")
+        assert job.kind == kind and job.limit_scale == (2.0, 2.0) and (job.timeout_s, job.memory_mb) == (None, None)
+        given = sandbox.task_job(task, "    return x\n", timeout_s=5.0, memory_mb=1024)
+        assert (given.timeout_s, given.memory_mb, given.limit_scale) == (10.0, 2048, (2.0, 2.0)), kind
+    only_time = Task("t/2", "p", cases["stdio"][1], "", "print(1)", "stdio", time_limit_s=3.0)
+    job = sandbox.task_job(only_time, "print(1)", timeout_s=5.0, memory_mb=1024)
+    assert (job.timeout_s, job.memory_mb, job.limit_scale) == (15.0, 1024, (3.0, 1.0))
+    plus = Task("t/3", "def f(x):\n", "assert f(1) == 1\n", "f", "    return x\n", plus_inputs="[[2]]", atol=1e-6)
+    job = sandbox.task_job(plus, "    return 1\n", plus=True, memory_mb=512)
+    assert job.reference.program == plus.prompt + plus.canonical_solution and job.atol == 1e-6
+    ref = reference_job(job, SimpleNamespace(reference_timeout_s=120.0, memory_mb=512))
+    assert (ref.memory_mb, ref.timeout_s, ref.atol) == (sandbox.PLUS_MEMORY_MB, 120.0, 1e-6)
+
+
+def test_a_returned_object_crosses_as_its_truth_value_only_on_truthy_tasks(box):
+    """Only TRUTHY_TASKS (MBPP+'s "not None" oracle) let a returned object that is not plain data cross as
+    bool(it): elsewhere `return object()` would cross as True and pass `assert f(1) == 1`."""
+    truthy = sandbox.task_job(Task("Mbpp/737", "", "assert f(1)\n", "f", "def f(x):\n    return x\n"), "")
+    assert truthy.kind == "function" and truthy.truthy
+    v = box.map([function_job("    return object()\n", "assert f(1) == 1\n")])[0]
+    assert v.status == "failed" and "not plain data" in v.detail, v
+
+
+def test_inside_tasks_count_the_tasks_asserts_and_judge_plus_against_the_canonical_solution(box):
+    """A task judged inside (its prompt defines a class): asserts are counted from the tests' first line, so a
+    partial solution keeps the asserts it passed and a completion's own asserts are not tests; on plus inputs its
+    outputs are compared with the canonical solution's, not with its own."""
+    tests = "assert f(1) == 1\nassert f(2) == 2\nassert f(3) == 3\n"
+    task = Task("t/in", "class P:\n    pass\n\n\n", tests, "f", "def f(x):\n    return x\n", plus_inputs="[[4], [5]]")
+    partial = "def f(x):\n    return min(x, 2)\n" + "assert 1 + 1 == 2\n" * 5
+    overfit = "def f(x):\n    return x if x < 4 else 0\n"
+    pairs = ((partial, False), (overfit, False), (overfit, True), (task.canonical_solution, True))
+    jobs = [sandbox.task_job(task, c, plus=p) for c, p in pairs]
+    assert {j.kind for j in jobs} == {"program"}
+    v = box.map(jobs)
+    assert (v[0].status, v[0].tests_passed, v[0].tests_total) == ("failed", 2, 3), v[0]
+    assert v[1].passed and v[2].status == "failed" and v[3].passed, v
+
+
 def test_arguments_mutated_in_place_travel_back_and_non_plain_results_fail(box):
     tests = "a = [3, 1, 2]\nassert f(a) is None\nassert a == [1, 2, 3]\nd = {}\nf(d)\nassert d == {'k': 1}\n"
     prompt = "def f(x):\n"
@@ -932,6 +1023,69 @@ def test_malformed_replies_are_error_verdicts(box, reply):
         run.ref = ([1], 0.1)
         run.feed({"kind": "function", "duration_s": 0.1, "stdout": "", "stderr": "", "ended": {"exit": 0}}, result)
         assert not run.verdict().passed
+
+
+def test_forged_judge_results_are_never_passes(box):
+    """What a judge result may hold, field by field: counts in range, `done` only as true, `plus` only as three ints
+    with good <= judged; a forged result outside that is refused (the run is an error or failed, never passed, and
+    never an exception), and a result of the honest shape still passes."""
+    from codelib.sandbox import replies as R
+    from codelib.sandbox.jobs import Run
+    from codelib.sandbox.plan import reference_key
+
+    assert R.judge_result(json.dumps({"passed": -1, "total": 1 << 31, "calls": 3}).encode()) == {"calls": 3}
+    for done in (1, "yes", [1]):
+        assert "done" not in R.judge_result(json.dumps({"done": done}).encode()), done
+    for p in ([3, 2, -1], [1, 1], [1, 1, -1, 0], [1, 1, "x"], [1.0, 1, -1], [1, 1, -2], [1, 1 << 31, -1]):
+        assert "plus" not in R.judge_result(json.dumps({"done": True, "plus": p}).encode()), p
+    assert R.judge_result(b'{"done": true, "plus": [2, 2, -1]}')["plus"] == [2, 2, -1]
+
+    task = Task("t/0", "def f(x):\n", "assert f(1) == 1\n", "f", "    return x\n", plus_inputs="[[1], [2]]")
+    base, with_plus = sandbox.task_job(task, "    return x\n"), sandbox.task_job(task, "    return x\n", plus=True)
+    expected = {reference_key(with_plus): ([1, 2], 0.1, [1, 2])}
+    reply = {"kind": "function", "duration_s": 0.1, "stdout": "", "stderr": "", "ended": {"exit": 0}}
+
+    def verdict(job, result):
+        run = Run(job, box, expected)
+        run.feed(dict(reply), json.dumps(result).encode())
+        return run.verdict()
+
+    honest = {"done": True, "passed": 1, "total": 1}
+    assert verdict(base, honest).passed and verdict(with_plus, {**honest, "plus": [2, 2, -1]}).passed
+    for forged in ({"done": "yes", "passed": 1, "total": 1}, {"done": 1, "passed": 1, "total": 1}):
+        assert not verdict(base, forged).passed, forged
+    for p in ([5, 2, -1], [2, 2, "x"], [2, 2, -1, 0], [2, 2]):
+        v = verdict(with_plus, {**honest, "plus": p})
+        assert v.status == "error" and "did not compare" in v.detail, (p, v)
+    v = verdict(base, {"done": True, "passed": -5, "total": -5})
+    assert 0 <= v.tests_passed <= v.tests_total, v
+
+
+def test_replies_out_of_range_are_malformed():
+    """The worker reply's numbers: a negative or infinite duration and a count of 2**31 or more are malformed; so is
+    an output that is not plain data (only digests and raised calls are extra), and a non-list of outputs."""
+    from codelib.sandbox import replies as R
+
+    for d in ({"duration_s": -1.0}, {"duration_s": float("inf")}, {"duration_s": "1"}):
+        with pytest.raises(R.Malformed):
+            R.number(d, "duration_s")
+    assert R.number({"duration_s": 0}, "duration_s") == 0.0
+    for d in ({"n": 1 << 31}, {"n": -1}, {"n": 1.0}, {"n": True}):
+        with pytest.raises(R.Malformed):
+            R.count(d, "n")
+    assert R.count({"n": (1 << 31) - 1}, "n") == (1 << 31) - 1 and R.count({}, "n") == 0
+    for outputs in ("abc", {"a": 1}, [{"x": 1}], [{"h": "not-a-sha"}], [{"set": [1]}]):
+        with pytest.raises(R.Malformed):
+            R.decode_outputs(outputs)
+    sha = "0" * 64
+    assert R.decode_outputs([1, {"t": [1, 2]}, {"h": sha}, {"e": "ValueError"}])[:2] == [1, (1, 2)]
+    for status in ("won", "PASSED", None, 1):
+        with pytest.raises(R.Malformed):
+            R.status({"status": status})
+    assert R.died({"signal": 24}, "", "x")[0] == "timeout"
+    for ended in ({"signal": 9}, {"exit": 1}, {}):
+        status, detail = R.died(ended, "boom\n", "it left")
+        assert status == "error" and "it left" in detail, ended
 
 
 def test_without_namespaces_it_warns_judges_and_removes_any_nest():
