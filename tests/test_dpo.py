@@ -2,6 +2,7 @@
 2-step RPO run on them with its loss weights."""
 
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -208,8 +209,6 @@ def test_annotation_resumes_without_rerunning(tmp_path, monkeypatch):
 
 def test_annotation_resume_tells_tasks_apart(tmp_path, monkeypatch):
     """Annotated rows are keyed by (task, index): one task's sample 0 already annotated does not skip another's."""
-    from types import SimpleNamespace
-
     from codelib import sandbox
 
     tasks = [Task(t, "def f(x):\n", "assert f(1) == 1", "f", "") for t in ("a", "b")]
@@ -237,8 +236,6 @@ def test_annotation_resume_tells_tasks_apart(tmp_path, monkeypatch):
 def test_generated_candidates_are_extracted_indexed_and_reused_only_for_the_same_settings(tmp_path, monkeypatch):
     """candidates.jsonl keeps each sample's raw text, its extracted code (what is judged) and its index; a second call
     with the same settings reuses the file, one with other settings samples again."""
-    from types import SimpleNamespace
-
     from codelib.engine import candidates
 
     text = "Here:\n```python\ndef f(x):\n    return 2 * x\n```"

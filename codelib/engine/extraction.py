@@ -142,9 +142,9 @@ def _body_of(code: str, entry: str) -> str | None:
             lines = code.split("\n")
             first = node.body[0]
             body = lines[first.lineno - 1 : node.end_lineno]
-            head = body[0].encode()[: first.col_offset].decode(errors="ignore")  # col_offset counts UTF-8 bytes
-            if head.strip():  # a one-line def (`def f(x): return x`): its body starts after the header's colon
-                body[0] = body[0].encode()[first.col_offset :].decode(errors="ignore")
+            raw = body[0].encode()  # col_offset counts UTF-8 bytes
+            if raw[: first.col_offset].strip():  # a one-line def (`def f(x): return x`): the body follows the colon
+                body[0] = raw[first.col_offset :].decode()
             return "\n".join(body) + "\n"
     return None
 

@@ -17,6 +17,7 @@ own log-probs as the old ones instead of that forward.
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -187,16 +188,10 @@ class Critic(torch.nn.Module):
         return super().load_state_dict(state_dict, strict=False, assign=assign)
 
 
-def separate_critic(cfg):
-    """The heads factory of `value_trunk: separate`: {"value_head": Critic} on a fresh load of the start model.
-    `add_lora` reseeds before drawing the adapter, so the RNG leaves this as it left the policy's construction."""
-    from codelib.policy.models import add_lora
-
-    def heads(model) -> dict[str, torch.nn.Module]:
-        trunk, _ = add_lora(cfg)
-        return {"value_head": Critic(trunk)}
-
-    return heads
+def separate_critic(model) -> dict[str, torch.nn.Module]:
+    """The heads of `value_trunk: separate`: {"value_head": Critic} on a copy of the policy as just built (the merged
+    start model with its fresh adapter, B = 0), so the start model is loaded and merged once and no RNG is drawn."""
+    return {"value_head": Critic(copy.deepcopy(model))}
 
 
 def values_of(run, cfg, batch: Batch, ex: dict) -> torch.Tensor:
@@ -331,7 +326,7 @@ def train(cfg: Config, label: str | None = None, record: dict | None = None) -> 
     use_values = cfg.critic == "value_head"
     separate = use_values and cfg.value_trunk == "separate"
     policy_hidden = use_values and not separate  # the value head reads the policy's last hidden state
-    heads = (separate_critic(cfg) if separate else value_head) if use_values else None
+    heads = (separate_critic if separate else value_head) if use_values else None
     run = OnlineRun(
         cfg, heads=heads, algorithm=cfg.algorithm, label=label or cfg.label, record=record, clip_apart=separate
     )

@@ -5,8 +5,9 @@ of the clipped objective -min(rho A, clip(rho, 1 - eps, 1 + eps_high) A) over th
 (`token-mean`). `critic: value_head` adds a linear value head on the policy's last hidden state, advantages from
 GAE (`gamma`, `lam`; 1 and 1 give A_t = r - V_t) whitened over the batch's tokens, a value loss (coefficient
 `value_coef`, optionally clipped by `value_clip`) and `value_trunk` (shared: the value loss also trains the policy's
-LoRA trunk; detached: only the head; separate: the critic's own copy of the start model with its own LoRA adapter). `critic: none` takes `advantage` (batch | group | rloo | reinforce_pp |
-reinforce_pp_baseline; `codelib.algorithms.advantages`). `clip_eps_high` is DAPO's clip-higher, `dual_clip` the
+LoRA trunk; detached: only the head; separate: the critic's own copy of the start model with its own LoRA adapter).
+`critic: none` takes `advantage` (batch | group | rloo | reinforce_pp | reinforce_pp_baseline;
+`codelib.algorithms.advantages`). `clip_eps_high` is DAPO's clip-higher, `dual_clip` the
 dual clip of a negative advantage; `kl_coef` with `kl_placement` loss or reward (REINFORCE++: in the token rewards).
 
     python -m codelib.trainers.ppo params/tiny/03_ppo.yaml
