@@ -1050,7 +1050,7 @@ def test_forged_judge_results_are_never_passes(box):
         run.feed(dict(reply), json.dumps(result).encode())
         return run.verdict()
 
-    honest = {"done": True, "passed": 1, "total": 1}
+    honest = {"done": True, "passed": 1, "total": 1, "calls": 1}
     assert verdict(base, honest).passed and verdict(with_plus, {**honest, "plus": [2, 2, -1]}).passed
     for forged in ({"done": "yes", "passed": 1, "total": 1}, {"done": 1, "passed": 1, "total": 1}):
         assert not verdict(base, forged).passed, forged
@@ -1059,6 +1059,61 @@ def test_forged_judge_results_are_never_passes(box):
         assert v.status == "error" and "did not compare" in v.detail, (p, v)
     v = verdict(base, {"done": True, "passed": -5, "total": -5})
     assert 0 <= v.tests_passed <= v.tests_total, v
+
+
+def test_a_finished_judge_result_must_be_complete(box):
+    """A result that says the judge finished carries what the honest judge always writes: its three counts, the
+    test total the parent counts from the task itself, and every plus input the reference answered. A bare
+    {"done": true}, a total that is not the task's, or a plus comparison over fewer inputs is a malformed reply (an
+    error verdict), never a pass; the honest shapes still pass, and an unfinished result is judged as before."""
+    from codelib.sandbox.jobs import Run
+    from codelib.sandbox.plan import reference_key
+    from codelib.sandbox.wire import Raised
+
+    task = Task(
+        "t/0",
+        "def f(x):\n",
+        "assert f(1) == 1\nassert f(2) == 2\n",
+        "f",
+        "    return x\n",
+        plus_inputs="[[1], [2], [3]]",
+    )
+    base, with_plus = sandbox.task_job(task, "    return x\n"), sandbox.task_job(task, "    return x\n", plus=True)
+    raw = [1, {"e": "ValueError"}, 3]  # the reference raised on the second plus input: EvalPlus skips it
+    expected = {reference_key(with_plus): ([1, Raised("ValueError"), 3], 0.1, raw)}
+    reply = {"kind": "function", "duration_s": 0.1, "stdout": "", "stderr": "", "ended": {"exit": 0}}
+
+    def verdict(job, result):
+        run = Run(job, box, expected)
+        run.feed(dict(reply), json.dumps(result).encode())
+        return run.verdict()
+
+    honest = {"done": True, "passed": 2, "total": 2, "calls": 2, "first": None}
+    assert verdict(base, honest).passed
+    assert verdict(with_plus, {**honest, "plus": [2, 2, -1]}).passed
+    for forged, why in (
+        ({"done": True}, "lacks its counts"),
+        ({"done": True, "passed": 2, "total": 2}, "lacks its counts"),
+        ({**honest, "passed": 1, "total": 1}, "counted 1 tests where the task has 2"),
+        ({**honest, "passed": 0, "total": 0}, "counted 0 tests"),
+        ({**honest, "passed": 3, "total": 3}, "counted 3 tests"),
+    ):
+        v = verdict(base, forged)
+        assert v.status == "error" and "malformed" in v.detail and why in v.detail, (forged, v)
+    for p in ([0, 0, -1], [1, 1, -1], [3, 3, -1]):
+        v = verdict(with_plus, {**honest, "plus": p})
+        assert v.status == "error" and "plus inputs where the reference answered 2" in v.detail, (p, v)
+    v = verdict(base, {"done": False, "passed": 1, "total": 2, "calls": 1, "first": None, "died": "gone"})
+    assert v.status == "error" and "malformed" not in v.detail, v  # unfinished: judged as the program's end
+    calls = sandbox.Job(
+        "def f(x):\n    return x\n",
+        kind="calls",
+        entry_point="f",
+        tests=json.dumps([{"input": "1", "output": "1"}, {"input": "2", "output": "2"}]),
+    )
+    assert verdict(calls, {**honest, "passed": 2, "total": 2}).passed
+    v = verdict(calls, {**honest, "passed": 1, "total": 1})
+    assert v.status == "error" and "where the task has 2" in v.detail, v
 
 
 def test_replies_out_of_range_are_malformed():

@@ -125,7 +125,7 @@ class Run:
         if error is None:
             return
         try:  # the judge's own count, compiled once per text
-            total = self.cases if self.job.kind == "calls" else judge.compiled_tests(self.job.tests)[1]
+            total = self._judge_total()
         except BaseException:
             return  # tests that do not compile: the judge says so itself
         result = {
@@ -138,6 +138,32 @@ class Run:
             "program_error_type": judge.sanitize(error[1], 60),
         }
         self._feed_function({"kind": "function"}, json.dumps(result).encode(), "")
+
+    def _judge_total(self) -> int:
+        """The number of tests the judge counts for this job: the cases of a calls job, else the asserts of its tests
+        as the judge compiles them (once per text, here as there)."""
+        return self.cases if self.job.kind == "calls" else judge.compiled_tests(self.job.tests)[1]
+
+    def _check_complete(self, r: dict) -> None:
+        """A result that says the judge finished must carry what an honest judge writes: its counts, the test total
+        the parent counts itself, and (on a plus job) every plus input the reference answered judged. Else the
+        reply is Malformed: a bare {"done": true} is never a pass."""
+        if r.get("done") is not True:
+            return
+        if "passed" not in r or "total" not in r or "calls" not in r:
+            raise R.Malformed("the judge's result lacks its counts")
+        try:
+            want = self._judge_total()
+        except BaseException:
+            raise R.Malformed("the judge finished tests that do not compile") from None
+        if r["total"] != want:
+            raise R.Malformed(f"the judge counted {r['total']} tests where the task has {want}")
+        if self.ref is not None and "plus" in r:
+            answered = sum(not isinstance(x, plus.Raised) for x in self.ref[0])
+            if r["plus"][1] != answered:
+                raise R.Malformed(
+                    f"the judge judged {r['plus'][1]} plus inputs where the reference answered {answered}"
+                )
 
     def next_step(self) -> dict:
         j = self.job
@@ -245,6 +271,7 @@ class Run:
     def _feed_function(self, reply: dict, result: bytes | None, stdout: str) -> None:
         self.out["stdout"] = stdout
         r = R.judge_result(result)
+        self._check_complete(r)
         total = r.get("total", 0)
         passed = min(r.get("passed", 0), total)
         self.out.update(tests_passed=passed, tests_total=total)
