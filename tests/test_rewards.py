@@ -390,3 +390,18 @@ def test_the_verdict_cache_keys_on_the_whole_task_and_plus_and_evicts_the_least_
     assert len(fake.calls) == 4  # still held
     judging.verdicts(["    return 2\n"], cache=cache, plus=True, **cols)
     assert len(fake.calls) == 5  # evicted, judged again
+
+
+def test_a_reward_terms_mean_leaves_out_the_rows_it_does_not_apply_to():
+    """`rewards/<name>/mean` is the mean over the rows where the term applies, as TRL's GRPOTrainer logs it (a
+    nanmean), so the two backends' curves mean one thing: a row without tests (None) is left out, not counted 0, and
+    a term that applies to no row is None (not computed), never 0."""
+    from types import SimpleNamespace
+
+    from codelib.engine.rollout import term_means
+
+    ro = SimpleNamespace(terms={"pass": [1.0, None, 0.0, 1.0], "format": [None, None, None, None], "len": [0.5] * 4})
+    means = term_means(ro)
+    assert means["rewards/pass/mean"] == pytest.approx(2 / 3)  # counting None as 0 gives 0.5
+    assert means["rewards/format/mean"] is None
+    assert means["rewards/len/mean"] == pytest.approx(0.5)

@@ -184,12 +184,15 @@ def fill_dynamic(first: Rollouts, more, n_per_task: int, groups_wanted: int, max
     return batch, stats
 
 
-def term_means(ro: Rollouts) -> dict[str, float]:
-    """`rewards/<name>/mean` of every reward term over the batch (a term that does not apply counts 0)."""
-    return {
-        f"rewards/{name}/mean": float(torch.tensor([0.0 if v is None else v for v in values]).mean())
-        for name, values in ro.terms.items()
-    }
+def term_means(ro: Rollouts) -> dict[str, float | None]:
+    """`rewards/<name>/mean` of every reward term over the rows it applies to, as TRL's GRPOTrainer logs it (a
+    nanmean: a row where the term is None, e.g. one without tests, is left out, not counted 0); None (not computed)
+    for a term that applies to no row of the batch."""
+    out = {}
+    for name, values in ro.terms.items():
+        applied = [v for v in values if v is not None]
+        out[f"rewards/{name}/mean"] = float(torch.tensor(applied).mean()) if applied else None
+    return out
 
 
 def sample_rows(ro: Rollouts, step: int, advantages: torch.Tensor | None = None) -> list[dict]:
