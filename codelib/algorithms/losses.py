@@ -145,8 +145,9 @@ def aggregate(name: str, loss, mask, max_tokens: int | None = None):
 
 
 def kl_estimate(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str = "k3") -> torch.Tensor:
-    """Per-token estimate of KL(policy || ref) at the sampled tokens, log r = ref_logp - logp (clamped to +-20 as
-    TRL and OpenRLHF do). Gradients flow through `logp`. [N, T-1] -> [N, T-1]."""
+    """Per-token estimate of KL(policy || ref) at the sampled tokens, log r = ref_logp - logp (clamped to +-20 against
+    overflow, as verl's low-variance k3 clamps it; TRL's GRPOTrainer does not clamp). Gradients flow through `logp`.
+    [N, T-1] -> [N, T-1]."""
     if estimator not in KL_ESTIMATORS:
         raise ValueError(f"unknown kl_estimator {estimator!r}; use one of {', '.join(KL_ESTIMATORS)}")
     log_r = (ref_logp - logp).clamp(-20, 20)
