@@ -10,6 +10,7 @@ whose ratio leaves 1 with a clip fraction above 0, and one step with every term 
 outside (clip range, KL in the loss, entropy bonus, value loss weight and trunk, truncation mask, temperature).
 """
 
+import dataclasses
 import json
 import math
 import types
@@ -589,3 +590,66 @@ def test_the_value_trunk_is_checked():
     """A value trunk the engine does not offer is refused with the choices."""
     with pytest.raises(ValueError, match="shared | detached | separate"):
         ppo.Config(critic="value_head", value_trunk="own")
+
+
+def test_kl_to_start_averages_over_the_masked_tokens_only():
+    """The logged KL is the k3 mean over completion tokens: prompt and padding targets neither add nor count."""
+    logp = torch.tensor([[-1.0, -2.0, -3.0], [-1.0, -1.0, 0.0]])
+    ref = torch.tensor([[-1.5, -9.0, -2.0], [-1.0, -0.5, 0.0]])
+    mask = torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]])
+    k3 = [math.exp(r) - 1 - r for r in (-0.5, 1.0, 0.5)]  # r = ref - logp on the three masked tokens
+    assert kl_to_start(logp, ref, mask) == pytest.approx(sum(k3) / 3)
+
+
+def test_rollout_passes_the_sampling_settings_and_keeps_each_completions_tokens(monkeypatch):
+    """`rollout` samples at the run's temperature, top_p and budget with the task's stop sequences; an empty
+    completion becomes one stand-in eos (with no sampler log-probs: it was not drawn), `finished` says whether a
+    stop or eos ended a row, and lengths, passes, test fractions, rewards and samples.jsonl rows are per row;
+    `concat` adds the times up and `select` of no rows is an empty batch."""
+    from codelib.policy.generation import Completion, stops_for
+
+    task = types.SimpleNamespace(prompt="def f(x):\n", kind="function", entry_point="f", task_id="t0")
+    seen = {}
+
+    def fake_generate(model, tok, prompts, **kw):
+        seen.update(kw, prompts=prompts)
+        return [
+            [
+                Completion(text="    return x", ids=[5, 6, 7], n_tokens=3, finished=True, logprobs=[-0.1, -0.2, -0.3]),
+                Completion(text="", ids=[], n_tokens=0, finished=False, logprobs=[]),
+            ]
+        ]
+
+    verdicts = [
+        types.SimpleNamespace(passed=True, tests_passed=2, tests_total=2, status="passed", detail="", tamper=""),
+        types.SimpleNamespace(passed=False, tests_passed=1, tests_total=4, status="failed", detail="", tamper=""),
+    ]
+    monkeypatch.setattr(rollout, "generate", fake_generate)
+    monkeypatch.setattr(rollout, "encode_prompts", lambda tok, prompts: [[1, 2]] * len(prompts))
+    monkeypatch.setattr(rollout.sandbox, "configure", lambda **kw: None)
+    monkeypatch.setattr(rollout, "tasks_to_rows", lambda ts: [{"task_id": t.task_id} for t in ts])
+    monkeypatch.setattr(rollout.rewards, "verdicts", lambda texts, **cols: verdicts)
+    reward = types.SimpleNamespace(
+        score=lambda texts, completion_ids, **cols: ([0.5, -1.0], {"pass": [1.0, 0.0], "len": [None, -1.0]})
+    )
+    cfg = types.SimpleNamespace(temperature=0.7, top_p=0.95, max_new_tokens=5, workers=1, timeout_s=1.0)
+    ro = rollout.rollout(None, types.SimpleNamespace(eos_token_id=0), [task], 2, cfg, seed=3, reward=reward)
+    assert [seen[k] for k in ("temperature", "top_p", "max_new_tokens", "n", "seed")] == [0.7, 0.95, 5, 2, 3]
+    assert seen["stop"] == stops_for(task) and seen["logprobs"] is True
+    assert ro.prompt_ids == [[1, 2], [1, 2]] and ro.completion_ids == [[5, 6, 7], [0]]
+    assert ro.sampler_logprobs == [[-0.1, -0.2, -0.3], None]
+    assert ro.finished.tolist() == [1.0, 0.0] and ro.lengths.tolist() == [3.0, 1.0]
+    assert ro.passed.tolist() == [1.0, 0.0] and ro.test_fraction.tolist() == [1.0, 0.25]
+    assert ro.rewards.tolist() == [0.5, -1.0] and ro.classes[0] == "passed"
+    rows = rollout.sample_rows(ro, 7, advantages=torch.tensor([0.75, -0.75]))
+    assert [(r["reward"], r["passed"], r["tokens"], r["advantage"]) for r in rows] == [
+        (0.5, True, 3, 0.75),
+        (-1.0, False, 1, -0.75),
+    ]
+    assert rows[1]["rewards"] == {"pass": 0.0, "len": -1.0} and rows[0]["rewards"]["len"] is None
+    assert rows[1]["test_fraction"] == 0.25 and rows[0]["step"] == 7 and rows[0]["task_id"] == "t0"
+    assert rollout.term_means(ro) == {"rewards/pass/mean": 0.5, "rewards/len/mean": -1.0}
+    both = rollout.concat([dataclasses.replace(ro, generate_s=1.0, sandbox_s=0.5)] * 2)
+    assert both.completion_ids == ro.completion_ids * 2 and (both.generate_s, both.sandbox_s) == (2.0, 1.0)
+    empty = rollout.select(ro, [])
+    assert empty.texts == [] and empty.passed.shape == (0,) and empty.terms == {"pass": [], "len": []}

@@ -303,3 +303,46 @@ def test_shared_prefix_gradients_are_the_same_on_every_run_with_two_threads():
         assert all(torch.equal(grads[0], x) for x in grads[1:]), max(float((grads[0] - x).abs().max()) for x in grads)
     finally:
         torch.set_num_threads(threads)
+
+
+def test_log_probs_and_entropy_at_a_temperature_on_every_path(model):
+    """The padded, packed and shared-prefix forwards all divide the logits by the temperature before the softmax:
+    log-probs and entropies of completion targets are those of log_softmax(logits / T) of the plain padded model
+    call (the sampler's distribution, as TRL computes them), not of the untempered logits."""
+    prompts = [[3, 4, 5, 6], [7, 8], [3, 4, 5, 6], [7, 8]]  # two prompts of unequal length, twice each
+    comps = [[9, 10], [11], [14, 19, 20, 21], [15]]
+    batch = make_batch(prompts, comps, pad_id=0)
+    m = batch.completion_mask.bool()
+    with torch.no_grad():
+        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1].float()
+        want = torch.log_softmax(logits / 0.7, -1)
+        want_logp = want.gather(-1, batch.input_ids[:, 1:, None]).squeeze(-1)
+        want_ent = -(want.exp() * want).sum(-1)
+        plain = torch.log_softmax(logits, -1)
+        assert not torch.allclose(want_ent[m], -(plain.exp() * plain).sum(-1)[m], atol=1e-3)  # T matters here
+        for kw in ({"packed": False}, {"packed": True}, {"shared": True}):
+            logp, ex = token_logprobs(model, batch, with_entropy=True, temperature=0.7, **kw)
+            assert torch.allclose(logp[m], want_logp[m], atol=1e-5), kw
+            assert torch.allclose(ex["entropy"][m], want_ent[m], atol=1e-5), kw
+            if kw != {"packed": False}:  # packed rows: targets past a row's last token come back as 0
+                assert torch.equal(logp * (1 - batch.attention_mask[:, 1:]), torch.zeros_like(logp)), kw
+    assert pack(batch) is not None and shared_prefix_logprobs(model, batch) is not None  # each path did run
+
+
+def test_packing_fills_a_row_exactly_and_maps_every_target_back():
+    """First-fit packing puts a sequence into a row whose room equals its length, restarts positions at 0 for each
+    sequence (the rows being right-padded), and its index reads back, for every real target t of a row, the packed
+    state of that row's token t; rows that fill the width each save nothing, and left-padded rows are not packed."""
+    batch = make_batch([[1, 2, 3], [4], [6]], [[5], [7], [8]], pad_id=0)  # lengths 4, 2, 2 in width 4
+    assert batch.attention_mask.tolist() == [[1, 1, 1, 1], [1, 1, 0, 0], [1, 1, 0, 0]]  # right padding
+    assert batch.completion_mask.tolist() == [[0, 0, 1], [1, 0, 0], [1, 0, 0]]  # the completion targets only
+    p = pack(batch)
+    assert p is not None and p.input_ids.tolist() == [[1, 2, 3, 5], [4, 7, 6, 8]]
+    assert p.position_ids.tolist() == [[0, 1, 2, 3], [0, 1, 0, 1]]
+    assert p.valid.tolist() == [[True, True, True], [True, False, False], [True, False, False]]
+    got = p.input_ids.flatten()[p.index]  # [B, T-1]: the token whose state predicts target t + 1
+    assert torch.equal(got[p.valid], batch.input_ids[:, :-1][p.valid])
+    full = make_batch([[1, 2], [3, 4]], [[5], [6]], pad_id=0)
+    assert pack(full) is None  # two rows of the full width: packing would save nothing
+    ids = torch.tensor([[1, 2, 3, 5], [0, 0, 4, 7], [0, 0, 6, 8]])  # the same rows left-padded: not packed
+    assert pack(logprobs.Batch(ids, (ids > 0).long(), batch.completion_mask)) is None
