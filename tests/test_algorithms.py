@@ -621,6 +621,7 @@ def test_comparison_table_and_telemetry_figures(tmp_path, monkeypatch):
     summaries = {
         "sft": _summary("sft", [0, 2, 4, 1], {"passed": 7, "wrong_answer": 9}),
         "reinforce_rloo": _summary("reinforce_rloo", [2, 2, 4, 3], {"passed": 11, "syntax_error": 5}),
+        "grpo": _summary("grpo", [1, 1, 4, 2], {"passed": 8, "wrong_answer": 4, "runtime_error": 4}),
     }
     for name, s in summaries.items():
         (root / "eval" / name).mkdir(parents=True)
@@ -628,8 +629,20 @@ def test_comparison_table_and_telemetry_figures(tmp_path, monkeypatch):
     run = root / "reinforce_rloo"
     run.mkdir()
     (run / "config.json").write_text(
-        json.dumps({"stage": "reinforce_rloo", "baseline": "rloo", "samples_per_task": 8})
+        json.dumps({"stage": "reinforce_rloo", "baseline": "rloo", "samples_per_task": 8, "seed": 3})
     )
+    # a run whose trainer wrote its label: the label names it, whatever its options would say
+    (root / "grpo").mkdir()
+    (root / "grpo" / "config.json").write_text(
+        json.dumps(
+            {"stage": "grpo", "label": "GRPO, token-mean", "num_generations": 4, "loss_type": "dapo", "seed": 2}
+        )
+    )
+    grpo_rows = [
+        {"step": 1, "time_s": 60.0, "clip_frac": 0.01, "entropy": 0.25, "zero_std_frac": 0.5, "drop_frac": 0.9},
+        {"step": 2, "time_s": 60.0, "clip_frac": 0.03, "entropy": 0.75, "zero_std_frac": 0.0, "drop_frac": 0.9},
+    ]
+    (root / "grpo" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in grpo_rows))
     rows = [
         {
             "step": i,
@@ -654,8 +667,15 @@ def test_comparison_table_and_telemetry_figures(tmp_path, monkeypatch):
     assert row["zero_std_frac"] == pytest.approx(0.375) and row["diff_vs_baseline"] == pytest.approx(0.25)
     assert row["eval_syntax_error"] == pytest.approx(5 / 16)
     md = (tmp_path / "rep" / "tiny" / "comparison.md").read_text()
-    assert "| reinforce_rloo | RLOO | - | 68.8 [58.8, 78.8] | +25.0 [" in md and "4 tasks" in md
-    assert "| 1.0 | 38% | - | 0.50 |" in md  # train min, zero-variance share, clip fraction not computed, entropy
+    assert "| reinforce_rloo | RLOO | 3 | 68.8 [58.8, 78.8] | +25.0 [" in md and "4 tasks" in md
+    assert "| 1.0 | 38% | - | 0.50 | 0 / 0 / 31 / 0 |" in md  # train min, zero-var, clip not computed, entropy, fails
+    # the label as written; clip fraction in % of tokens; zero-variance groups, not the dynamic filter's drops
+    assert "| grpo | GRPO, token-mean | 2 | 50.0 [40.0, 60.0] | +6.2 [" in md
+    assert "| 2.0 | 25% | 2.00% | 0.50 | 25 / 25 / 0 / 0 |" in md
+    # the baseline is not paired with itself, and a checkpoint with no run has no training columns ("-", not 0)
+    assert "| sft | sft | - | 43.8 [33.8, 53.8] | - | 11.0 | - | - | - | - | 56 / 0 / 0 / 0 |" in md
+    sft = df.set_index("checkpoint").loc["sft"]
+    assert all(math.isnan(sft[c]) for c in ("seed", "diff_vs_baseline", "train_min", "zero_std_frac", "entropy"))
     figs = {
         "eval_during_training": reports.plot_eval_during_training("tiny", ["reinforce_rloo"]),
         "verdict_classes": reports.plot_verdict_classes("tiny", summaries),
@@ -669,8 +689,9 @@ def test_comparison_table_and_telemetry_figures(tmp_path, monkeypatch):
     s, base = summaries["reinforce_rloo"], summaries["sft"]
     again = evaluator.compare(s, base, iters=1000, seed=0)
     assert (row["diff_ci_low"], row["diff_ci_high"]) == (again["ci_low"], again["ci_high"])
-    s["settings"] = {"seed": 1234, "bootstrap_iters": 500}
-    theirs = evaluator.compare(s, base, iters=500, seed=1234)
+    s["settings"] = {"seed": 1234, "bootstrap_iters": 5}
+    theirs = evaluator.compare(s, base, iters=5, seed=1234)
+    assert theirs["ci_low"] != evaluator.compare(s, base, iters=1000, seed=1234)["ci_low"]  # the test can tell
     assert comparison.paired_vs(s, base)["ci_low"] == theirs["ci_low"]
     s["vs_baseline"] = {
         "baseline": "sft",
@@ -683,6 +704,18 @@ def test_comparison_table_and_telemetry_figures(tmp_path, monkeypatch):
     }
     assert comparison.paired_vs(s, base)["ci_low"] == 0.01  # what the results table shows
     assert comparison.paired_vs(s, {**base, "checkpoint": "other"})["ci_low"] == theirs["ci_low"]
+    s["vs_baseline"]["tasks"] = 3  # stored over other tasks than the summary's: recomputed
+    assert comparison.paired_vs(s, base)["ci_low"] == theirs["ci_low"]
+    # what every row was evaluated on; where rows differ, each group (the largest first) names its checkpoints
+    st = {"dataset": "synthetic", "split": "test", "temperature": 0.8, "seed": 1, "bootstrap_iters": 1000}
+    same = {"tasks": 300, "n_samples": 4, "settings": st}
+    line = "synthetic/test: 300 tasks, 4 samples/task at T=0.8, evaluation seed 1, 1000-resample bootstraps"
+    assert comparison.settings_line({"a": same, "b": same}) == line + "."
+    other = {"tasks": 100, "n_samples": 4, "settings": st}
+    assert comparison.settings_line({"c": other, "a": same, "b": same}) == (
+        f"{line} (a, b); synthetic/test: 100 tasks, 4 samples/task at T=0.8, evaluation seed 1, 1000-resample "
+        "bootstraps (c)."
+    )
     assert (
         comparison.algorithm_of(
             {"stage": "g", "num_generations": 8, "loss_type": "grpo", "importance_sampling_level": "sequence"}
@@ -693,3 +726,26 @@ def test_comparison_table_and_telemetry_figures(tmp_path, monkeypatch):
         comparison.algorithm_of({"ppo_epochs": 2, "advantage": "reinforce_pp", "kl_coef": 0.01, "kl_estimator": "k1"})
         == "REINFORCE++, KL k1 x0.01"
     )
+    # runs written before trainers recorded a label are named from their options
+    legacy = {
+        "RPO": ({"n_candidates": 4, "loss_type": ["sigmoid", "sft"]}, "DPO + NLL (RPO)"),
+        "DPO": ({"n_candidates": 4, "loss_type": ["sigmoid"]}, "DPO"),
+        "PPO RLOO": ({"ppo_epochs": 2, "advantage": "rloo"}, "PPO (RLOO A)"),
+        "PPO critic": ({"ppo_epochs": 2, "advantage": "gae", "critic": "value_head"}, "PPO (value head)"),
+        "PPO": ({"ppo_epochs": 2, "clip_eps": 0.2, "clip_eps_high": 0.28}, "PPO, clip 0.2/0.28"),
+        "moving": ({"baseline": "moving_average"}, "REINFORCE (moving-average baseline)"),
+        "CISPO": ({"num_generations": 8, "loss_type": "cispo"}, "CISPO"),
+        "seq": (
+            {"num_generations": 8, "loss_type": "bnpo", "importance_sampling_level": "sequence"},
+            "GRPO (bnpo loss), sequence ratio",
+        ),
+        "DAPO": ({"num_generations": 8, "loss_type": "dapo", "clip_eps_high": 0.28}, "DAPO (TRL)"),
+        "stage": ({"stage": "mine"}, "mine"),
+        "options": (
+            {"baseline": "rloo", "dynamic_sampling": True, "keep": "best"},
+            "RLOO, dynamic sampling, keep best",
+        ),
+    }
+    for what, (config, name) in legacy.items():
+        assert comparison.algorithm_of(config) == name, what
+    assert comparison.algorithm_of({"label": "Mine", "baseline": "rloo"}) == "Mine"

@@ -252,6 +252,29 @@ def test_refusals_under_sharding_name_the_fix():
     assert distributed.rank_device_map(cuda=False) == {"": "cpu"}
 
 
+def test_a_step_that_does_not_split_evenly_over_the_processes_is_refused(tmp_path, monkeypatch):
+    """Every rank takes the same share of a step: batch_size and minibatch_size must divide by the number of
+    processes, and with group minibatches each rank's share must hold whole groups (checked before a model loads)."""
+    from types import SimpleNamespace
+
+    from codelib.trainers import common, online
+
+    monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path))
+    monkeypatch.setattr(common, "check_init", lambda cfg: None)
+    acc = SimpleNamespace(num_processes=2, is_main_process=True, distributed_type="DistributedType.MULTI_GPU")
+    monkeypatch.setattr(common, "Accelerator", lambda cpu: acc)
+    refused = {
+        r"batch_size \(3\) and minibatch_size \(0\) must divide by the number of processes \(2\)": dict(batch_size=3),
+        r"batch_size \(4\) and minibatch_size \(3\) must divide": dict(batch_size=4, minibatch_size=3),
+        r"minibatch_size \(4\) must be a multiple of samples_per_task x processes \(4 x 2\)": dict(
+            batch_size=4, samples_per_task=4, minibatch_size=4, minibatch_order="groups"
+        ),
+    }
+    for message, kw in refused.items():
+        with pytest.raises(ValueError, match=message):
+            common.OnlineRun(online.Config(**{"profile": "test", "samples_per_task": 2, **kw}))
+
+
 def test_grpo_batches_keep_the_step_fixed_over_processes_and_fit_the_logits():
     from codelib.policy.distributed import grpo_batches
 

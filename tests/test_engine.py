@@ -103,6 +103,12 @@ def test_gae_by_hand_and_the_value_advantage_sign():
     adv, ret = gae_raw(torch.tensor([1.0]), values, mask, g, lam)
     assert adv[0].tolist() == pytest.approx([a0, a1, a2, 0.0])
     assert ret[0].tolist() == pytest.approx([a0 + 0.2, a1 + 0.4, a2 + 0.6, 0.0])
+    # the engine's value targets are those returns at the run's own gamma and lam (the first case above)
+    cfg = ppo.Config(critic="value_head", gamma=0.9, lam=0.8, batch_size=1, samples_per_task=1)
+    values = torch.tensor([[0.2, 0.5, 0.7]])
+    old = online.Olds(cfg, _run(), _batch(torch.ones(1, 3)), r, torch.zeros(1, 3), values, None, None)
+    a1 = 0.13 + 0.72 * 0.3
+    assert old.returns[0].tolist() == pytest.approx([0.25 + 0.72 * a1 + 0.2, a1 + 0.5, 0.3 + 0.7])
 
 
 def test_gspo_gradient_on_an_unclipped_sequence():
@@ -191,7 +197,7 @@ def test_kl_estimator_gradients_and_k1_in_the_loss_refused():
     check_kl("k1", "loss", 0.0)  # no KL term at all
 
 
-def test_dynamic_sampling_drops_all_pass_groups_of_different_lengths():
+def test_dynamic_sampling_drops_all_pass_groups_of_different_lengths(monkeypatch):
     n = 6
     passed = [1.0, 1.0, 0.0, 1.0, 0.0, 0.0]  # G=2: all pass (lengths differ), mixed, all fail
     rewards = [0.99, 0.97, -0.01, 0.98, -0.02, -0.03]  # pass - alpha * length: no two rewards equal
@@ -215,6 +221,28 @@ def test_dynamic_sampling_drops_all_pass_groups_of_different_lengths():
     assert batch.texts == ["a2", "a3", "a2", "a3", "a0", "a1", "a4", "a5"]
     assert st == {"groups_dropped": 4.0, "groups_seen": 6.0, "refills": 1.0, "groups_short": 2.0}
     assert (batch.generate_s, batch.sandbox_s) == (2.0, 1.0)  # both rollouts' times
+    # a run's refills: each draws other tasks with another seed than the step's batch, as a function of (seed, step,
+    # refill) alone, so a resumed run refills as the uninterrupted one did
+    from codelib.tasks import load_tasks
+
+    calls = []
+
+    def sampled(policy, tokenizer, tasks, n, cfg, seed, reward):
+        calls.append((tuple(t.task_id for t in tasks), seed))
+        return ro  # one varied group in three: every refill is spent
+
+    monkeypatch.setattr(rollout, "rollout", sampled)
+    run = object.__new__(OnlineRun)
+    run.cfg = online.Config(algorithm="rloo", batch_size=3, samples_per_task=2, dynamic_sampling=True, max_refills=2)
+    run.acc = types.SimpleNamespace(process_index=0, num_processes=1)
+    run.tasks, run.policy, run.tokenizer, run.reward = load_tasks("synthetic", "rl")[:64], None, None, None
+    run.rollout(5, 2)
+    assert len(calls) == 3 and run.sampling_stats["refills"] == 2.0
+    assert len({tasks for tasks, _ in calls}) == 3 and len({seed for _, seed in calls}) == 3
+    first = list(calls)
+    calls.clear()
+    run.rollout(5, 2)
+    assert calls == first
 
 
 def _run(nproc=1):
@@ -319,7 +347,11 @@ def test_kl_to_start_is_k3():
 
 
 def test_overlong_floor():
-    assert overlong_penalty(max_tokens=4, cache=2)([""], tokens=[6]) == [-1.0]
+    """0 up to max_tokens - cache, linear to -1 at max_tokens, -1 past it; a cache of the whole budget is allowed."""
+    assert overlong_penalty(max_tokens=4, cache=2)([""] * 5, tokens=[1, 2, 3, 4, 6]) == [0.0, 0.0, -0.5, -1.0, -1.0]
+    assert overlong_penalty(max_tokens=4, cache=4)([""] * 3, tokens=[0, 2, 5]) == [0.0, -0.5, -1.0]
+    with pytest.raises(ValueError, match="0 < cache <= max_tokens"):
+        overlong_penalty(max_tokens=4, cache=5)
 
 
 def _batch(mask):
@@ -340,16 +372,23 @@ def test_kl_in_reward_reaches_advantages():
 
 
 @pytest.mark.parametrize("nproc", [1, 2])
-def test_reinforce_pp_kl_in_token_rewards(nproc):
-    cfg = ppo.Config(advantage="reinforce_pp", kl_coef=0.5, kl_estimator="k1", batch_size=2)
+@pytest.mark.parametrize("baseline", [0.0, 0.5])
+def test_reinforce_pp_kl_in_token_rewards(nproc, baseline):
+    """k1 KL as token rewards, the sequence's reward at its last token, returns whitened over the batch's tokens;
+    REINFORCE++-baseline first takes the group's mean reward (0.5) off; over two ranks the whitening uses the
+    gathered statistics of those same returns (each rank holds the same rows here, so the same numbers)."""
+    adv = "reinforce_pp_baseline" if baseline else "reinforce_pp"
+    cfg = ppo.Config(advantage=adv, kl_coef=0.5, kl_estimator="k1", batch_size=1, samples_per_task=2)
     kl = torch.tensor([[0.1, 0.2, 0.3], [0.4, 0.5, 0.0]])  # on MASK's 3 and 2 tokens
     old = online.Olds(cfg, _run(nproc), _batch(MASK), torch.tensor([1.0, 0.0]), torch.zeros(2, 3), None, -kl, None)
-    row1 = [-0.05 - 0.1 - 0.15 + 1, -0.1 - 0.15 + 1, -0.15 + 1]
-    row2 = [-0.2 - 0.25, -0.25]
+    b = baseline
+    row1 = [-0.05 - 0.1 - 0.15 + 1 - b, -0.1 - 0.15 + 1 - b, -0.15 + 1 - b]
+    row2 = [-0.2 - 0.25 - b, -0.25 - b]
     flat = row1 + row2
     mean = sum(flat) / 5
     std = math.sqrt(sum((v - mean) ** 2 for v in flat) / 5)
     assert old.advantages[0].tolist() == pytest.approx([(v - mean) / (std + 1e-6) for v in row1], abs=1e-5)
+    assert old.advantages[1, :2].tolist() == pytest.approx([(v - mean) / (std + 1e-6) for v in row2], abs=1e-5)
 
 
 def test_zero_std_frac():
@@ -357,6 +396,20 @@ def test_zero_std_frac():
         types.SimpleNamespace(n_per_task=2, sampling_stats={}, gather=lambda t: t), torch.tensor([1.0, 1.0, 0.0, 1.0])
     )
     assert st == {"zero_std_frac": 0.5}
+    rewards = torch.tensor([1.0, 1.0, 0.0, 1.0])
+    one = types.SimpleNamespace(n_per_task=1, sampling_stats={}, gather=lambda t: t)
+    assert OnlineRun._group_stats(one, rewards) == {}  # one sample per task: no groups, so absent (not 0)
+    # dynamic sampling: the share of the sampled groups it dropped, and its counts, summed over ranks
+    counts = {"groups_dropped": 3.0, "groups_seen": 12.0, "refills": 2.0, "groups_short": 1.0}
+    for ranks in (1, 2):
+        run = types.SimpleNamespace(n_per_task=2, sampling_stats=counts, gather=lambda t, k=ranks: torch.cat([t] * k))
+        assert OnlineRun._group_stats(run, rewards) == {
+            "zero_std_frac": 0.5,
+            "drop_frac": 0.25,
+            "groups_dropped": 3.0 * ranks,
+            "refills": 2.0 * ranks,
+            "groups_short": 1.0 * ranks,
+        }
 
 
 def test_task_orders_independent_draws_and_epoch_passes():
@@ -464,7 +517,7 @@ SMALL = dict(
 
 
 @pytest.mark.slow
-def test_a_dapo_step_moves_the_ratio_and_the_clip_binds(tiny_sft):
+def test_a_dapo_step_moves_the_ratio_and_the_clip_binds(tiny_sft, monkeypatch):
     """Four minibatch updates per rollout: from the second on the policy has moved, the ratio leaves 1 and
     clip-higher binds; with one update per rollout the same step measures a ratio of exactly 1 (inert clip)."""
     common = dict(
@@ -477,9 +530,14 @@ def test_a_dapo_step_moves_the_ratio_and_the_clip_binds(tiny_sft):
         loss_type="dapo",
         clip_eps_high=0.28,
     )
+    losses, real_update = [], OnlineRun.update
+    monkeypatch.setattr(
+        OnlineRun, "update", lambda run, loss, step: losses.append(float(loss)) or real_update(run, loss, step)
+    )
     run = grpo.train(grpo.Config(stage="dapo_moves", steps_per_generation=4, **common))
     row = read_jsonl(run / "metrics.jsonl")[-1]
     assert row["updates"] == 4 and row["ratio_max"] > 1.0 and row["clip_frac"] > 0
+    assert row["loss"] == pytest.approx(sum(losses) / 4) and len(set(losses)) == 4  # the mean over the updates
     assert {"clip_frac_low", "clip_frac_high", "ratio_mean", "entropy", "zero_std_frac"} <= set(row)
     run = grpo.train(grpo.Config(stage="dapo_inert", steps_per_generation=1, **common))
     row = read_jsonl(run / "metrics.jsonl")[-1]
@@ -561,6 +619,39 @@ def test_shipped_params_run_the_algorithm_their_names_promise():
         cfg = load_config(mod.Config, root / rel)
         eng = grpo.engine_config(cfg) if mod is grpo else cfg
         assert (eng.algorithm, eng.advantage) == (algorithm, advantage), rel
+    # the comparison's algorithm column is each run's label as its trainer writes it now (make compare reproduces it)
+    import pandas as pd
+
+    from codelib.plumbing.params import load_yaml
+
+    shipped = pd.read_csv(root.parent.parent / "reports/tiny/comparison.csv").set_index("checkpoint")["algorithm"]
+    online_runs = {
+        n: r for n, r in load_yaml(root / "comparison.yaml")["runs"].items() if r.split("/")[-1][:2] in modules
+    }
+    assert len(online_runs) == 14
+    for name, rel in online_runs.items():
+        assert load_config(modules[Path(rel).name[:2]].Config, root / rel).label == shipped[name], rel
+    # a part set over the algorithm's row, and every mechanism added, is named
+    cfg = online.Config(
+        algorithm="grpo",
+        advantage="rloo",
+        policy_loss="cispo",
+        loss_agg="token-mean",
+        clip_eps_high=0.28,
+        kl_coef=0.1,
+        kl_estimator="k1",
+        kl_placement="reward",
+        dynamic_sampling=True,
+        mask_truncated=True,
+        old_logprobs="sampler",
+        minibatch_order="groups",
+        minibatch_size=16,
+    )
+    assert cfg.label == (
+        "GRPO, A rloo, loss cispo, token-mean, clip 0.2/0.28, KL k1 x0.1 in the reward, dynamic sampling, "
+        "overlong masked, old log-probs from the sampler, group minibatches"
+    )
+    assert online.Config(algorithm="grpo").label == "GRPO"
 
 
 def test_trl_backend_cuts_its_completions_at_the_stop_sequences(monkeypatch):
@@ -589,7 +680,8 @@ def test_trl_backend_cuts_its_completions_at_the_stop_sequences(monkeypatch):
 @pytest.mark.parametrize("trunk", ["detached", "shared"])
 def test_one_step_wires_every_term_into_the_loss(tiny_sft, monkeypatch, trunk):
     """One PPO step with every term switched on, watched from outside the engine: the policy loss gets the configured
-    clip range (clip-higher's upper one); the KL term enters the loss through the trained log-probs; the loss handed
+    clip range (clip-higher's upper one); the KL term enters the loss through the trained log-probs (with the shared
+    trunk; with the detached one it is placed in the reward, and the loss has no KL term); the loss handed
     to the optimizer is the aggregated loss minus entropy_coef x the masked entropy plus value_coef x the value loss;
     truncated completions carry no loss; the value head reads a detached trunk when asked; and every forward (old,
     update, reference) runs at the sampling temperature, so with one update the ratio is exactly 1, the recomputed
@@ -606,9 +698,9 @@ def test_one_step_wires_every_term_into_the_loss(tiny_sft, monkeypatch, trunk):
 
         monkeypatch.setattr(owner, name, wrapped)
 
-    spy(online, "policy_loss", lambda out, *a, **k: seen["loss_kw"].append((k, out[0].detach())))
+    spy(online, "policy_loss", lambda out, *a, **k: seen["loss_kw"].append((k, out[0].detach(), a)))
     spy(online, "kl_estimate", lambda out, logp, *a, **k: seen["kl"].append((logp.requires_grad, out.detach())))
-    spy(online, "aggregate", lambda out, mode, per, m, *a: seen["agg"].append((per.detach(), m, out.detach())))
+    spy(online, "aggregate", lambda out, mode, per, m, *a: seen["agg"].append((per.detach(), m, out.detach(), a)))
     spy(online, "value_loss_of", lambda out, *a, **k: seen["value"].append(out.detach()))
     spy(online, "token_logprobs", lambda out, _, b, **k: seen["lp"].append((k["temperature"], out, b.completion_mask)))
     spy(online, "reference_logprobs", lambda out, model, b, shared, temp: seen["ref"].append(temp))
@@ -635,19 +727,27 @@ def test_one_step_wires_every_term_into_the_loss(tiny_sft, monkeypatch, trunk):
         entropy_coef=0.1,
         clip_eps=0.2,
         clip_eps_high=0.28,
+        dual_clip=3.0,
         kl_coef=0.1,
-        kl_estimator="k2",
-        kl_placement="loss",
+        kl_estimator="k2" if trunk == "shared" else "k1",
+        kl_placement="loss" if trunk == "shared" else "reward",
         mask_truncated=True,
         temperature=0.7,
     )
-    row = read_jsonl(ppo.train(cfg) / "metrics.jsonl")[-1]
-    ((kw, pg),) = seen["loss_kw"]
-    assert (kw["eps_low"], kw["eps_high"]) == (0.2, 0.28)
+    run = ppo.train(cfg)
+    row = read_jsonl(run / "metrics.jsonl")[-1]
+    ((kw, pg, (_, _, _, adv, adv_mask)),) = seen["loss_kw"]
+    # each sample's logged advantage is the mean of its tokens' (over its completion tokens only)
+    per_row = ((adv * adv_mask).sum(-1) / adv_mask.sum(-1).clamp(min=1)).tolist()
+    logged = [s["advantage"] for s in read_jsonl(run / "samples.jsonl")]
+    assert sorted(logged) == pytest.approx(sorted(per_row), abs=1e-5)
+    assert (kw["eps_low"], kw["eps_high"], kw["dual_clip"]) == (0.2, 0.28, 3.0)
     grad_kl = [est for needs_grad, est in seen["kl"] if needs_grad]
-    assert len(grad_kl) == 1  # the loss's KL term, on the log-probs being trained
-    ((per_token, m, agg),) = seen["agg"]
-    assert torch.allclose(per_token, pg + 0.1 * grad_kl[0], atol=1e-6)
+    in_loss = trunk == "shared"
+    assert len(grad_kl) == in_loss  # the loss's KL term, on the log-probs being trained (none: in the reward)
+    ((per_token, m, agg, rest),) = seen["agg"]
+    assert torch.allclose(per_token, pg + 0.1 * grad_kl[0] if in_loss else pg, atol=1e-6)
+    assert rest == (cfg.max_new_tokens,)  # Dr. GRPO's constant normaliser: the generation budget
     temps = [t for t, _, _ in seen["lp"]]
     assert temps == [0.7, 0.7] and seen["ref"] == [0.7]  # the old forward, the update's, the start policy's
     _, (logp, ex), _ = seen["lp"][1]
@@ -664,6 +764,8 @@ def test_one_step_wires_every_term_into_the_loss(tiny_sft, monkeypatch, trunk):
     assert bool((kept[ro.finished == 0] == 0).all()) and bool((kept[ro.finished == 1] > 0).all())
     assert torch.equal(m.sum(-1).sort().values, kept.sort().values)
     assert row["truncated_frac"] == pytest.approx(float(1 - ro.finished.mean()))
+    assert row["sandbox_share"] * row["time_s"] == pytest.approx(ro.sandbox_s)  # judging's and sampling's shares
+    assert row["generate_share"] * row["time_s"] == pytest.approx(ro.generate_s)
     assert row["ratio_max"] == 1.0 and row["sampler_logp_diff_max"] < 1e-4 and row["kl"] < 1e-6
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import doctest
 import pickle
 
+import numpy as np
 import pytest
 
 from codelib import sandbox
@@ -211,6 +213,14 @@ def test_stdio_and_plus_rewards():
     plus = REWARDS["pass"](plus=True)
     assert plus.__name__ == "pass_plus_reward"
     assert plus([he.canonical_solution], **columns([he])) == [1.0]
+    # with plus, each plus input counts as a test beside the asserts: 3 asserts + 4 inputs, the third input fails
+    task = dataclasses.replace(ADD, plus_inputs="[[1, 2], [0, 0], [100, 1], [7, 8]]")
+    fraction = REWARDS["test_fraction"](plus=True)
+    assert fraction.__name__ == "test_fraction_plus_reward"
+    small_only = ["    return a + b if a < 50 else 0\n"]
+    assert fraction(small_only, **columns([task])) == [pytest.approx(6 / 7)]
+    assert test_fraction_reward(small_only, **columns([task])) == [1.0]
+    assert plus(small_only, **columns([task])) == [0.0] and pass_reward(small_only, **columns([task])) == [1.0]
 
 
 def test_rewards_accept_trl_extras():
@@ -238,6 +248,20 @@ def test_length_penalty_counts_tokens():
     assert both == [pytest.approx(-0.07)]
     assert length_penalty(alpha=1.0, tokenizer=Tokenizer())(["x y"], completion_ids=[[1, 2]]) == [pytest.approx(-0.02)]
 
+    class WithBos:  # adds a BOS unless told not to: the penalty counts the completion's own tokens only
+        def __call__(self, text, add_special_tokens=True):
+            return {"input_ids": [0] * add_special_tokens + text.split()}
+
+    assert length_penalty(alpha=1.0, tokenizer=WithBos())(["x y z"]) == [pytest.approx(-0.03)]
+    # the REINFORCE experiment's reward, the stage's default and its shipped params': pass - 0.01 x tokens / 100
+    from codelib.plumbing.params import REPO_ROOT, load_config
+    from codelib.trainers import reinforce
+
+    shipped = load_config(reinforce.Config, REPO_ROOT / "params/tiny/02_reinforce.yaml").rewards
+    for spec in (reinforce.Config().rewards, shipped):
+        total, _ = rewards.make_rewards(spec).score(["    return a + b\n"], **columns([ADD]), tokens=[50])
+        assert total == [pytest.approx(1 - 0.01 * 50 / 100)]
+
 
 def test_compile_format_and_quality():
     cols = columns([ADD] * 4)
@@ -252,6 +276,14 @@ def test_compile_format_and_quality():
     bodies = ["    return a + b\n", "    import os\n    unused = 1\n    return a + b\n", "    return (\n"]
     quality = quality_reward(bodies, **columns([ADD] * 3))
     assert quality == [1.0, pytest.approx(0.6), 0.0]
+    # stdio: the program alone compiles (its prompt is prose); an empty answer has no format, though it compiles
+    assert compile_reward(["print(int(input()))\n"], prompt=["Read n and print it."], kind=["stdio"]) == [1.0]
+    assert compile_reward(["    return a + b\n"], prompt=["Read n and print it."], kind=["function"]) == [0.0]
+    assert format_reward(["", "  \n"], **columns([ADD] * 2)) == [0.0, 0.0]
+    # only the completion's own lines are linted (the prompt's unused import is not its finding); the score floors at 0
+    assert quality_reward(["    return a\n"], prompt=["import os\ndef f(a):\n"]) == [1.0]
+    six = "".join(f"    import {m}\n" for m in ("sys", "re", "json", "math", "time", "abc")) + "    return a\n"
+    assert quality_reward([six], prompt=["def f(a):\n"]) == [0.0]
 
 
 def test_lint_findings():
@@ -306,6 +338,20 @@ def test_weighted_sums_components_and_skips_none():
         weighted(a=(1.0, lambda c, **_: [1.0]), b=(1.0, lambda c, **_: [0.0]))
     with pytest.raises(ValueError, match="unknown reward"):
         weighted(passs=1.0)
+    # the sum is float32, term by term, as a trainer's tensors hold it (not 1 - 0.0003 in float64)
+    total, terms = weighted(**{"pass": 1.0, "length": {"alpha": 0.01}}).score(
+        ["    return a + b\n"], **columns([ADD]), tokens=[3]
+    )
+    assert total == [float(np.float32(1.0) + np.float32(terms["length_penalty"][0]))] and total != [1.0 - 0.0003]
+    # a term under a name of its own (`reward:` names the factory), and a bare function, weight 1
+    assert weighted(short={"reward": "length", "alpha": 1.0})(["a b"]) == [pytest.approx(-0.02)]
+
+    def half(completions, **_):
+        return [0.5] * len(completions)
+
+    assert weighted(mine=half)(["x"]) == [0.5]
+    with pytest.raises(ValueError, match="at least one component"):
+        weighted()
 
 
 def test_factories_return_picklable_named_callables():
@@ -315,6 +361,13 @@ def test_factories_return_picklable_named_callables():
         copy = pickle.loads(pickle.dumps(fn))
         assert isinstance(copy.__name__, str) and copy.__name__
         assert copy(["    return a + b\n"], **columns([ADD])) == fn(["    return a + b\n"], **columns([ADD]))
+    # a reward's own function name works too; an empty or wrong `rewards:` mapping is a clear error
+    assert make_reward("length_penalty", alpha=1.0)(["a b"]) == [pytest.approx(-0.02)]
+    assert make_reward("overlong_penalty", max_tokens=4, cache=2).__name__ == "overlong_penalty"
+    with pytest.raises(ValueError, match="at least one reward"):
+        rewards.make_rewards({})
+    with pytest.raises(ValueError, match="rewards .*'beta'"):  # a factory argument it does not take, named
+        rewards.make_rewards({"length": {"alpha": 0.01, "beta": 2}})
 
 
 def test_docstring_examples():

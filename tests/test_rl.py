@@ -2,6 +2,7 @@
 
 import json
 import math
+import statistics
 
 import pytest
 import torch
@@ -96,6 +97,11 @@ def test_value_loss_and_value_advantages():
     assert math.isclose(float(on.mean()), 0.0, abs_tol=1e-5)
     assert math.isclose(float(on.std(unbiased=False)), 1.0, rel_tol=1e-3)
     assert adv[1, 1] == 0
+    # the value head starts at V = 0 for every state (weight and bias), so the first advantages are r - 0
+    import types
+
+    head = online.value_head(types.SimpleNamespace(config=types.SimpleNamespace(hidden_size=3)))["value_head"]
+    assert float(head(torch.randn(2, 5, 3)).detach().abs().sum()) == 0.0
 
 
 def test_make_batch_marks_completion_targets():
@@ -104,6 +110,20 @@ def test_make_batch_marks_completion_targets():
     # targets are tokens 1..T-1; completion tokens of row 0 are at targets 1, 2; of row 1 at 0, 1, 2
     assert b.completion_mask.tolist() == [[0, 1, 1], [1, 1, 1]]
     assert b.attention_mask.tolist() == [[1, 1, 1, 1], [1, 1, 1, 1]]
+
+
+def test_sampler_logprobs_sit_on_the_completion_targets_or_are_none():
+    """The sampler's log-probs in the batch's [N, T-1] layout (on the targets make_batch marks, 0 elsewhere); None
+    when a row has none (an empty completion's stand-in eos) or not one per token, so the engine recomputes them."""
+    import types
+
+    prompts, completions = [[5, 6], [7]], [[8, 9], [10, 11, 12]]
+    b = make_batch(prompts, completions, pad_id=0)
+    lps = [[-0.5, -1.0], [-0.25, -2.0, -0.125]]
+    ro = types.SimpleNamespace(prompt_ids=prompts, completion_ids=completions, sampler_logprobs=lps)
+    assert online.sampler_logprobs(ro, b).tolist() == [[0.0, -0.5, -1.0], [-0.25, -2.0, -0.125]]
+    for bad in ([lps[0], None], [[-0.5], lps[1]], []):
+        assert online.sampler_logprobs(types.SimpleNamespace(**{**vars(ro), "sampler_logprobs": bad}), b) is None
 
 
 def test_config_errors_say_what_to_fix():
@@ -121,6 +141,33 @@ def test_config_errors_say_what_to_fix():
         ppo.Config(old_logprobs="vllm")
     with pytest.raises(ValueError, match="old_logprobs and minibatch_order are own-engine"):
         grpo.Config(backend="trl", old_logprobs="sampler")
+    # the engine's own checks, each naming what to set
+    for adv in ("rloo", "grpo", "dr_grpo", "grpo_batch_std", "reinforce_pp_baseline"):  # they compare a task's samples
+        with pytest.raises(ValueError, match=f"advantage {adv} compares a task's samples: set samples_per_task >= 2"):
+            online.Config(algorithm="grpo", advantage=adv, samples_per_task=1)
+    with pytest.raises(ValueError, match="at least 2 completions per batch"):
+        online.Config(algorithm="ppo_no_critic", batch_size=1, samples_per_task=1)
+    for algorithm, critic in (("ppo", "none"), ("grpo", "value_head")):  # GAE needs V_t, and V_t only feeds GAE
+        with pytest.raises(ValueError, match="advantage gae and critic: value_head go together"):
+            online.Config(algorithm=algorithm, critic=critic)
+    with pytest.raises(ValueError, match="no importance ratio"):  # minibatches: a second update on moved weights
+        online.Config(algorithm="reinforce", batch_size=4, samples_per_task=2, minibatch_size=4)
+    online.Config(algorithm="reinforce", batch_size=4, samples_per_task=2, minibatch_size=8)  # the whole batch: one
+    for bad in (dict(dual_clip=0.5), dict(dual_clip=1.0), dict(clip_eps=0.0), dict(clip_eps_high=-0.1)):
+        with pytest.raises(ValueError, match=r"clip_eps must be in \(0, 1\]"):
+            online.Config(algorithm="ppo_no_critic", **bad)
+    online.Config(algorithm="ppo_no_critic", dual_clip=3.0)
+    with pytest.raises(ValueError, match=r"baseline_decay in \[0, 1\)"):
+        reinforce.Config(baseline="moving_average", baseline_decay=1.0)
+    for bad in (dict(gamma=0.0), dict(gamma=1.5), dict(lam=-0.1), dict(lam=1.5), dict(value_clip=-1.0)):
+        with pytest.raises(ValueError, match=r"gamma must be in \(0, 1\], lam in \[0, 1\]"):
+            ppo.Config(critic="value_head", **bad)
+    with pytest.raises(ValueError, match="minibatch_order must be rows or groups; you gave 'tasks'"):
+        online.Config(algorithm="grpo", minibatch_order="tasks")
+    with pytest.raises(ValueError, match=r"minibatch_size \(6\) must be a multiple of samples_per_task \(4\)"):
+        online.Config(algorithm="grpo", samples_per_task=4, minibatch_size=6, minibatch_order="groups")
+    for name in ("ppo_no_critic", "grpo", "gspo", "cispo"):  # every ratio loss can take the sampler's log-probs
+        online.Config(algorithm=name, old_logprobs="sampler")
 
 
 def test_nan_loss_stops_with_message():
@@ -188,14 +235,20 @@ def test_log_probs_match_generation_scores(tiny_sft):
 
 @pytest.mark.slow
 def test_reinforce_trains_lora_and_logs_shared_keys(tiny_sft):
-    run = reinforce.train(reinforce.Config(init=str(tiny_sft), **_rl_kwargs("reinforce")))
+    run = reinforce.train(reinforce.Config(init=str(tiny_sft), **{**_rl_kwargs("reinforce"), "save_every": 5}))
     rows = read_jsonl(run / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2]
+    # the last step is checkpointed, though 2 is not a multiple of save_every
+    assert torch.load(run / "checkpoint" / "state.pt", weights_only=False)["step"] == 2
     for key in ("loss", "reward_mean", "reward_std", "pass_rate", "completion_len", "kl", "time_s", "sandbox_share"):
         assert all(math.isfinite(r[key]) for r in rows), key
     assert _lora_changed(run)
     assert json.loads((run / "adapter_config.json").read_text())["base_model_name_or_path"].endswith("merged")
     _assert_samples(run, steps=2, per_step=8, rows=rows)
+    # the stage's default moving-average baseline: the first batch's mean reward seeds it, then 0.9 old + 0.1 new
+    first = rows[0]["reward_mean"]
+    assert rows[0]["baseline"] == pytest.approx(first, abs=1e-6)
+    assert rows[1]["baseline"] == pytest.approx(0.9 * first + 0.1 * rows[1]["reward_mean"], abs=1e-6)
 
 
 def _assert_samples(run, steps: int, per_step: int, rows: list[dict]) -> None:
@@ -208,6 +261,11 @@ def _assert_samples(run, steps: int, per_step: int, rows: list[dict]) -> None:
         if "passed" in mine[0]:
             assert math.isclose(sum(s["passed"] for s in mine) / len(mine), r["pass_rate"], abs_tol=1e-6)
         assert math.isclose(sum(s["reward"] for s in mine) / len(mine), r["reward_mean"], abs_tol=1e-4)
+        assert math.isclose(sum(s["tokens"] for s in mine) / len(mine), r["completion_len"], abs_tol=1e-4)
+        if len(mine) > 1:  # the sample standard deviation, as torch's std and TRL's reward_std give it
+            assert math.isclose(
+                statistics.stdev(s["reward"] for s in mine), r["reward_std"], rel_tol=1e-2, abs_tol=1e-6
+            )
 
 
 @pytest.mark.slow
@@ -258,8 +316,15 @@ def test_old_from_first_pass_drops_one_forward_and_trains_as_the_separate_one(ti
     """`old_from_first_pass`: the first epoch's forward gives logp_old and the old values, so an update runs one
     forward less; at one epoch the ratio is then exactly 1 (clip_frac and approx_kl 0), the same rollouts train
     the same way to float rounding, and a model with dropout (or minibatches) keeps the separate forward."""
+    import types
+
     from safetensors.torch import load_file
 
+    class Attention(torch.nn.Module):  # attention dropout counts, as a dropout module with p > 0 does
+        config = types.SimpleNamespace(attention_dropout=0.1)
+
+    assert online.dropout_active(Attention()) and online.dropout_active(torch.nn.Sequential(torch.nn.Dropout(0.1)))
+    assert not online.dropout_active(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.0)))
     calls = []
     original = online.token_logprobs
     monkeypatch.setattr(online, "token_logprobs", lambda *a, **k: calls.append(1) or original(*a, **k))
@@ -365,6 +430,12 @@ def test_old_logprobs_sampler_drops_the_old_forward_and_logs_the_gap(tiny_sft, m
     assert a[0]["reward_mean"] == b[0]["reward_mean"] and a[0]["completion_len"] == b[0]["completion_len"]
     assert math.isclose(a[0]["loss"], b[0]["loss"], rel_tol=1e-3, abs_tol=1e-5)
     assert all(r["ratio_max"] > 1.0 for r in a + b)  # the second minibatch runs a moved policy
+    # a batch without the sampler's log-probs (a row's stand-in eos) falls back to the forward, and the row says so
+    monkeypatch.setattr(online, "sampler_logprobs", lambda ro, batch: None)
+    calls.clear()
+    cfg = _two_minibatch_grpo(tiny_sft, "grpo_old_fallback", 4, 4, old_logprobs="sampler")
+    rows = read_jsonl(grpo.train(cfg) / "metrics.jsonl")
+    assert len(calls) == 6 and all(r["old_from_sampler"] == 0.0 for r in rows)
 
 
 def test_group_minibatch_order_keeps_each_tasks_samples_together():
@@ -489,10 +560,16 @@ def test_reinforce_resume_after_kill(tiny_sft, tmp_path):
     proc.wait()
     saved = torch.load(ckpt, weights_only=False)["step"]
     assert 0 < saved < 40
+    for name in ("metrics.jsonl", "samples.jsonl"):  # a step logged after the last checkpoint, as a kill can leave
+        with open(cfg.run_dir / name, "a") as f:
+            f.write(json.dumps({"step": saved + 1, "stale": True}) + "\n")
     short = reinforce.Config(init=str(tiny_sft), **{**_rl_kwargs("reinforce_kill"), "steps": saved + 2})
     reinforce.train(short)
     steps = [r["step"] for r in read_jsonl(cfg.run_dir / "metrics.jsonl")]
     assert steps == list(range(1, saved + 3))  # nothing repeated, nothing skipped
+    samples = read_jsonl(cfg.run_dir / "samples.jsonl")
+    assert [s["step"] for s in samples] == [s for s in range(1, saved + 3) for _ in range(8)]
+    assert not any(s.get("stale") for s in samples)
 
 
 @pytest.mark.slow

@@ -914,3 +914,25 @@ def test_comparison_keeps_a_finished_run_and_trains_a_stopped_one(tmp_path):
     assert not same_config(run, params_file)
     (run / "train_summary.json").write_text("{}")
     assert same_config(run, params_file)
+
+
+def test_make_compare_trains_a_run_whose_params_changed(tmp_path, monkeypatch):
+    """A run is current when its done.json holds the digest of its params file as it is now: a changed file trains
+    it again; each params file runs its stage's trainer (an eval file is not one)."""
+    from codelib.reports import comparison
+
+    monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "ck"))
+    params = tmp_path / "02_reinforce.yaml"
+    params.write_text("profile: tiny\nstage: rf\nsteps: 3\n")
+    spec = tmp_path / "comparison.yaml"
+    spec.write_text("eval: 06_eval.yaml\nruns:\n  rf: 02_reinforce.yaml\n")
+    assert comparison.train_missing(spec, dry_run=True) == ["rf"]  # no run yet
+    (tmp_path / "ck" / "tiny" / "rf").mkdir(parents=True)
+    done = {"params": comparison.run_fingerprint(params), "file": "02_reinforce.yaml"}
+    (tmp_path / "ck" / "tiny" / "rf" / "done.json").write_text(json.dumps(done))
+    assert comparison.train_missing(spec, dry_run=True) == []  # current
+    params.write_text("profile: tiny\nstage: rf\nsteps: 4\n")
+    assert comparison.train_missing(spec, dry_run=True) == ["rf"]  # its params changed since
+    assert comparison.stage_module(Path("variants/03_ppo_kl_k2.yaml")) == "codelib.trainers.ppo"
+    with pytest.raises(ValueError, match="a training stage's number"):
+        comparison.stage_module(Path("06_eval.yaml"))
