@@ -481,6 +481,48 @@ def test_registry_rows_resolve_and_presets_name_their_algorithm():
     )
     eng = grpo.engine_config(dapo)
     assert (eng.algorithm, eng.loss_agg, eng.minibatch_size, eng.clip_eps_high) == ("dapo", "token-mean", 4, 0.28)
+    # every GRPO setting reaches the engine: a config with each one away from its default
+    cfg = grpo.Config(
+        prompts_per_step=4,
+        num_generations=4,
+        num_iterations=2,
+        steps_per_generation=2,
+        beta=0.05,
+        kl_estimator="k1",
+        kl_placement="reward",
+        kl_every=3,
+        entropy_coef=0.01,
+        dynamic_sampling=True,
+        max_refills=2,
+        mask_truncated_completions=True,
+        shared_prefix=True,
+        task_order="epoch",
+        scale_rewards="batch",
+        loss_type="bnpo",
+        clip_eps_high=0.28,
+    )
+    eng = grpo.engine_config(cfg)
+    assert (eng.algorithm, eng.advantage, eng.policy_loss, eng.loss_agg) == (
+        "grpo",
+        "grpo_batch_std",
+        "clip",
+        "token-mean",
+    )
+    assert (eng.batch_size, eng.samples_per_task, eng.ppo_epochs, eng.minibatch_size) == (4, 4, 2, 8)
+    assert (eng.kl_coef, eng.kl_estimator, eng.kl_placement, eng.kl_every) == (0.05, "k1", "reward", 3)
+    assert (eng.entropy_coef, eng.dynamic_sampling, eng.max_refills, eng.mask_truncated) == (0.01, True, 2, True)
+    assert (eng.shared_prefix, eng.task_order, eng.clip_eps, eng.clip_eps_high) == (True, "epoch", 0.2, 0.28)
+    assert eng.adv_eps == 1e-4  # TRL's std floor
+    # CISPO caps the weight itself (5.0 unless set: TRL would cap at epsilon); Dr. GRPO's scale_rewards none
+    eng = grpo.engine_config(grpo.Config(loss_type="cispo", scale_rewards="none"))
+    assert (eng.algorithm, eng.advantage, eng.policy_loss, eng.loss_agg) == ("cispo", "dr_grpo", "cispo", "token-mean")
+    assert (eng.clip_eps, eng.clip_eps_high) == (1.0, 4.0)  # no lower bound; the cap 1 + 4.0
+    assert (
+        grpo.engine_config(grpo.Config(loss_type="grpo", importance_sampling_level="sequence")).policy_loss == "gspo"
+    )
+    assert grpo.Config(loss_type="dr_grpo").algorithm == "dr_grpo"
+    assert grpo.Config(loss_type="dapo", dynamic_sampling=True).algorithm == "dapo"  # without clip-higher too
+    assert grpo.Config(backend="trl").label == "GRPO (dapo loss) [TRL]"
     with pytest.raises(ValueError, match="backend: trl"):
         grpo.Config(loss_type="sapo")
     with pytest.raises(ValueError, match="no importance ratio"):

@@ -168,6 +168,34 @@ def test_config_errors_say_what_to_fix():
         online.Config(algorithm="grpo", samples_per_task=4, minibatch_size=6, minibatch_order="groups")
     for name in ("ppo_no_critic", "grpo", "gspo", "cispo"):  # every ratio loss can take the sampler's log-probs
         online.Config(algorithm=name, old_logprobs="sampler")
+    # the GRPO stage's own checks, on either backend
+    refused = [
+        ("backend must be own or trl; you gave 'verl'", dict(backend="verl")),
+        ("importance_sampling_level must be token or sequence", dict(importance_sampling_level="group")),
+        ("luspo needs importance_sampling_level: sequence", dict(backend="trl", loss_type="luspo")),
+        ("scale_rewards must be one of group, none, batch", dict(scale_rewards="task")),
+        ("steps_per_generation and num_iterations >= 1", dict(num_iterations=0)),
+        (
+            "split evenly into steps_per_generation",
+            dict(prompts_per_step=3, num_generations=2, steps_per_generation=4),
+        ),
+        ("task_order must be one of", dict(backend="trl", task_order="shuffled")),
+        ("vllm_mode must be colocate or server", dict(backend="trl", vllm_mode="remote")),
+        (r"vllm_gpu_memory_utilization must be in \(0, 1\)", dict(backend="trl", vllm_gpu_memory_utilization=1.0)),
+        ("use_vllm with load_in_4bit", dict(backend="trl", use_vllm=True, load_in_4bit=True)),
+        ("must be > 1; you gave 1.0", dict(loss_type="cispo", clip_eps_high=1.0)),
+        (
+            "runs on TRL only: set backend: trl, or importance_sampling_level: token",
+            dict(loss_type="cispo", importance_sampling_level="sequence"),
+        ),
+        ("use_vllm samples through TRL's vLLM integration: set backend: trl", dict(use_vllm=True)),
+        ("own-engine options", dict(backend="trl", entropy_coef=0.01)),
+        ("own-engine options", dict(backend="trl", kl_placement="reward")),
+        ("mask_truncated_completions would also mask", dict(backend="trl", mask_truncated_completions=True)),
+    ]
+    for message, kw in refused:
+        with pytest.raises(ValueError, match=message):
+            grpo.Config(**kw)
 
 
 def test_nan_loss_stops_with_message():
