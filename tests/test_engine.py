@@ -33,8 +33,9 @@ from codelib.algorithms.advantages import gae_raw
 from codelib.algorithms.losses import check_kl, kl_estimate
 from codelib.engine import rollout
 from codelib.engine.rewards import overlong_penalty
-from codelib.plumbing.params import read_jsonl
+from codelib.plumbing.params import load_yaml, read_jsonl
 from codelib.policy.logprobs import Batch, kl_to_start
+from codelib.tasks import load_tasks
 from codelib.trainers import grpo, online, ppo, reinforce
 from codelib.trainers.common import OnlineRun
 
@@ -223,8 +224,6 @@ def test_dynamic_sampling_drops_all_pass_groups_of_different_lengths(monkeypatch
     assert (batch.generate_s, batch.sandbox_s) == (2.0, 1.0)  # both rollouts' times
     # a run's refills: each draws other tasks with another seed than the step's batch, as a function of (seed, step,
     # refill) alone, so a resumed run refills as the uninterrupted one did
-    from codelib.tasks import load_tasks
-
     calls = []
 
     def sampled(policy, tokenizer, tasks, n, cfg, seed, reward):
@@ -664,12 +663,8 @@ def test_shipped_params_run_the_algorithm_their_names_promise():
     # the comparison's algorithm column is each run's label as its trainer writes it now (make compare reproduces it)
     import pandas as pd
 
-    from codelib.plumbing.params import load_yaml
-
     shipped = pd.read_csv(root.parent.parent / "reports/tiny/comparison.csv").set_index("checkpoint")["algorithm"]
-    online_runs = {
-        n: r for n, r in load_yaml(root / "comparison.yaml")["runs"].items() if r.split("/")[-1][:2] in modules
-    }
+    online_runs = {n: r for n, r in load_yaml(root / "comparison.yaml")["runs"].items() if Path(r).name[:2] in modules}
     assert len(online_runs) == 14
     for name, rel in online_runs.items():
         assert load_config(modules[Path(rel).name[:2]].Config, root / rel).label == shipped[name], rel

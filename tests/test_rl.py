@@ -3,6 +3,7 @@
 import json
 import math
 import statistics
+import types
 
 import pytest
 import torch
@@ -98,8 +99,6 @@ def test_value_loss_and_value_advantages():
     assert math.isclose(float(on.std(unbiased=False)), 1.0, rel_tol=1e-3)
     assert adv[1, 1] == 0
     # the value head starts at V = 0 for every state (weight and bias), so the first advantages are r - 0
-    import types
-
     head = online.value_head(types.SimpleNamespace(config=types.SimpleNamespace(hidden_size=3)))["value_head"]
     assert float(head(torch.randn(2, 5, 3)).detach().abs().sum()) == 0.0
 
@@ -115,8 +114,6 @@ def test_make_batch_marks_completion_targets():
 def test_sampler_logprobs_sit_on_the_completion_targets_or_are_none():
     """The sampler's log-probs in the batch's [N, T-1] layout (on the targets make_batch marks, 0 elsewhere); None
     when a row has none (an empty completion's stand-in eos) or not one per token, so the engine recomputes them."""
-    import types
-
     prompts, completions = [[5, 6], [7]], [[8, 9], [10, 11, 12]]
     b = make_batch(prompts, completions, pad_id=0)
     lps = [[-0.5, -1.0], [-0.25, -2.0, -0.125]]
@@ -344,8 +341,6 @@ def test_old_from_first_pass_drops_one_forward_and_trains_as_the_separate_one(ti
     """`old_from_first_pass`: the first epoch's forward gives logp_old and the old values, so an update runs one
     forward less; at one epoch the ratio is then exactly 1 (clip_frac and approx_kl 0), the same rollouts train
     the same way to float rounding, and a model with dropout (or minibatches) keeps the separate forward."""
-    import types
-
     from safetensors.torch import load_file
 
     class Attention(torch.nn.Module):  # attention dropout counts, as a dropout module with p > 0 does
