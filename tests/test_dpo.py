@@ -300,6 +300,11 @@ def test_sampled_ids_keep_the_draws_and_fall_back_to_text_only_when_ids_are_miss
         "rejected_ids": [11, 12][: len(prompt) + 2 - len(other)],
     }
     assert tok.eos_token_id not in rows[0]["chosen_ids"] + rows[1]["rejected_ids"]
+    # prompts longer than max_length: kept whole, and one token of each side (either side cut, not just chosen)
+    assert min(len(prompt), len(other)) > 2
+    rows = sampled_ids(pairs, tok, max_length=2)
+    assert [(r["chosen_ids"], r["rejected_ids"]) for r in rows] == [([5], [9]), ([10], [11])]
+    assert [r["prompt_ids"] for r in rows] == [prompt, other]
     for missing in ("chosen_ids", "rejected_ids"):
         hand = [dict(pairs[0]), {**pairs[1], missing: None}]
         rows = sampled_ids(hand, tok, max_length=64)
@@ -369,3 +374,77 @@ def test_rpo_trains_on_the_sampled_ids_with_its_loss_weights(tiny_sft, monkeypat
     rows = read_jsonl(run / "metrics.jsonl")
     assert any("rewards/margins" in r for r in rows)
     assert json.loads((run / "config.json").read_text())["label"] == "RPO (DPO + NLL, 1:0.5)"
+
+
+def test_dpo_settings_are_checked_named_and_reach_trl(tmp_path, monkeypatch):
+    """Each check of the DPO stage's Config names its setting; a run's algorithm and label follow its losses and
+    weights (what config.json records and the comparison table names the row); DPOConfig gets every setting."""
+    from codelib.trainers import dpo
+
+    monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path))
+    for bad, message in (
+        (dict(n_candidates=1), "at least 2 candidates per task; you gave n_candidates=1"),
+        (dict(loss_type=["sigmoid", "sft"], loss_weights=[1.0]), "one weight per loss"),
+        (dict(min_gap=1.5), r"min_chosen and min_gap are test fractions in \[0, 1\]"),
+        (dict(min_chosen=-0.1), r"min_chosen and min_gap are test fractions in \[0, 1\]"),
+        (dict(gen_backend="sglang"), "gen_backend must be 'hf' or 'vllm'"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            dpo.Config(**bad)
+    dpo.Config(n_candidates=2, min_gap=1.0, min_chosen=0.0)  # the bounds themselves are allowed
+    cases = [
+        (["sigmoid"], [], ("dpo", "DPO")),
+        (["sigmoid", "sft"], [], ("rpo", "RPO (DPO + NLL, 1:1)")),
+        (["sigmoid", "sft"], [0.2, 1.0], ("rpo", "RPO (DPO + NLL, 0.2:1)")),
+        (["ipo"], [], ("dpo", "DPO (ipo)")),
+        (["sigmoid", "bco_pair"], [], ("dpo", "DPO (sigmoid, bco_pair)")),  # no NLL term: not RPO
+    ]
+    for losses, weights, named in cases:
+        assert dpo.run_label(dpo.Config(loss_type=losses, loss_weights=weights)) == named, losses
+    cfg = dpo.Config(
+        beta=0.3, loss_type=["sigmoid", "sft"], loss_weights=[1.0, 0.5], batch_size=6, max_length=200, steps=3
+    )
+    args = dpo.dpo_args(cfg)
+    assert (args.beta, list(args.loss_type), list(args.loss_weights)) == (0.3, ["sigmoid", "sft"], [1.0, 0.5])
+    assert (args.per_device_train_batch_size, args.max_length, args.max_steps) == (6, 200, 3)
+    assert args.lr_scheduler_type == "constant" and args.logging_steps == 1
+    default = dpo.dpo_args(dpo.Config())  # plain sigmoid DPO at beta 0.1, 16 pairs a step
+    assert dpo.run_label(dpo.Config()) == ("dpo", "DPO") and list(default.loss_type) == ["sigmoid"]
+    assert (default.beta, default.per_device_train_batch_size, default.max_length) == (0.1, 16, 512)
+    assert default.loss_weights is None  # [] weighs every loss 1 (TRL's default)
+
+
+def test_prepare_samples_judges_and_pairs_with_the_configured_settings(tmp_path, monkeypatch):
+    """`prepare` hands each setting to its step: the sampling seed and sizes to the candidates, the sandbox's to the
+    annotation, the pair rule, the ranking reward and the training seed to the pair builder, the settings to the
+    manifest; `limit` takes the first tasks."""
+    from codelib.trainers import dpo
+
+    monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path))
+    seen = {}
+    monkeypatch.setattr(dpo, "load_policy", lambda init: ("model", "tokenizer"))
+    monkeypatch.setattr(dpo, "generate_candidates", lambda *a, **k: seen.update(gen=(a, k)))
+    monkeypatch.setattr(dpo, "annotate", lambda *a, **k: seen.update(annotate=(a, k)))
+    monkeypatch.setattr(dpo, "build_preferences", lambda *a: seen.update(pairs=a) or {"counts": {}})
+    rank_by = {"test_fraction": 1.0}
+    cfg = dpo.Config(
+        init="tiny", limit=3, n_candidates=5, gen_seed=11, gen_batch_size=9, temperature=0.9, top_p=0.95, max_new_tokens=20,
+        min_chosen=0.7, min_gap=0.3, max_pairs_per_task=2, seed=4, rewards=rank_by, workers=1, timeout_s=2.5,
+    )  # fmt: skip
+    dpo.prepare(cfg)
+    (model, tok, tasks, path, n, temperature, top_p, max_new, gen_seed), kw = seen["gen"]
+    assert (model, tok, n, temperature, top_p, max_new, gen_seed) == ("model", "tokenizer", 5, 0.9, 0.95, 20, 11)
+    assert [t.task_id for t in tasks] == [t.task_id for t in dpo.load_tasks(cfg.dataset, cfg.split)[:3]]
+    assert kw == {"batch_size": 9, "source": "tiny", "backend": "hf"} and path.name == "candidates.jsonl"
+    assert seen["annotate"][1] == {"workers": 1, "timeout_s": 2.5}
+    _, judged, out, rule, settings, seed, rewards = seen["pairs"]
+    assert len(judged) == 3 and out == cfg.run_dir and seed == 4 and rewards == rank_by
+    assert rule == PairRule(0.7, 0.3, 2)
+    assert settings == {
+        "source_policy": "tiny",
+        "n_candidates": 5,
+        "temperature": 0.9,
+        "top_p": 0.95,
+        "max_new_tokens": 20,
+        "gen_seed": 11,
+    }

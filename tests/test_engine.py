@@ -474,7 +474,17 @@ def test_registry_rows_resolve_and_presets_name_their_algorithm():
     """Each algorithm's (advantage, policy loss, aggregation) as its paper defines it; the stages' presets name
     their algorithm; a part set by the params file overrides the row's, and an unknown part is refused by name."""
     assert reinforce.Config(baseline="rloo", samples_per_task=2).algorithm == "rloo"
+    named = reinforce.Config(algorithm="reinforce_pp_baseline", baseline="rloo", samples_per_task=2)
+    assert (named.algorithm, named.advantage) == ("reinforce_pp_baseline", "reinforce_pp_baseline")  # a name wins
     assert ppo.Config(critic="value_head").advantage == "gae"
+    assert ppo.Config(advantage="group", samples_per_task=2).advantage == "grpo"  # the group baseline is GRPO's
+    # the presets as their modules document them: REINFORCE one sample of 64 tasks, a moving-average baseline, the
+    # per-sequence sum; PPO-Clip 4 epochs over 8 tasks, the token mean
+    rf, pp = reinforce.Config(), ppo.Config()
+    assert (rf.algorithm, rf.baseline, rf.batch_size, rf.samples_per_task) == ("reinforce", "moving_average", 64, 1)
+    assert (rf.policy_loss, rf.loss_agg) == ("pg", "seq-mean-token-sum")
+    assert (pp.algorithm, pp.advantage, pp.policy_loss) == ("ppo_no_critic", "batch", "clip")
+    assert (pp.loss_agg, pp.ppo_epochs, pp.batch_size, pp.samples_per_task) == ("token-mean", 4, 8, 1)
     dapo = grpo.Config(
         clip_eps_high=0.28, dynamic_sampling=True, steps_per_generation=4, prompts_per_step=4, num_generations=4
     )
@@ -595,7 +605,7 @@ def test_reinforce_logs_entropy_and_no_ratio(tiny_sft):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("updates", [1, 2])
-def test_the_trl_backend_logs_the_engine_keys_and_its_samples(tiny_sft, updates):
+def test_the_trl_backend_logs_the_engine_keys_and_its_samples(tiny_sft, updates, monkeypatch):
     """backend: trl reads only what TRL offers publicly (the logs its callbacks receive, what it passes the reward
     functions): metrics.jsonl rows carry the own engine's keys and the verdict-class shares, samples.jsonl one row
     per completion of the generation batch with each reward term and their weighted sum. `steps` counts rollouts on
@@ -613,6 +623,16 @@ def test_the_trl_backend_logs_the_engine_keys_and_its_samples(tiny_sft, updates)
         num_generations=2,
         steps_per_generation=updates,
     )
+    from codelib.trainers import grpo_trl
+
+    given = []
+    real_init = grpo_trl.StoppingTrainer.__init__
+
+    def init(self, *a, **k):
+        real_init(self, *a, **k)
+        given.append(self.stop_sequences)
+
+    monkeypatch.setattr(grpo_trl.StoppingTrainer, "__init__", init)
     run = grpo.train(cfg)
     state = json.loads(max(run.glob("checkpoint-*/trainer_state.json"), key=lambda p: p.stat().st_mtime).read_text())
     assert state["global_step"] == 2 * updates  # optimizer steps: every rollout's updates
@@ -631,6 +651,22 @@ def test_the_trl_backend_logs_the_engine_keys_and_its_samples(tiny_sft, updates)
     weights = dict(zip(("pass_reward", "length_penalty"), make_rewards(cfg.rewards).weights, strict=True))
     for s in samples:
         assert abs(s["reward"] - sum(weights[k] * v for k, v in s["rewards"].items())) < 1e-5
+    # TRL's completions end at the first stop sequence (StoppingTrainer, given the tasks' stops), never past one
+    from codelib.policy.generation import find_stop, stops_for
+
+    stops = stops_for(load_tasks(cfg.dataset, cfg.split)[0])
+    assert given == [stops] and stops  # the tasks' stop sequences reach TRL's generation step
+    for s in samples:  # past the first stop: at most the rest of the token that completed it
+        hit = find_stop(s["completion"], stops)
+        assert hit is None or len(s["completion"]) - hit[1] <= 8, s["completion"]
+    if updates == 2:  # stopped after its first rollout's checkpoint: the resumed run cuts its rows back to rollout 1
+        import shutil
+
+        shutil.rmtree(run / f"checkpoint-{2 * updates}")
+        grpo.train(cfg)
+        assert [r["step"] for r in read_jsonl(run / "metrics.jsonl")] == [1, 2]
+        assert sorted({s["step"] for s in read_jsonl(run / "samples.jsonl")}) == [1, 2]
+        assert len(read_jsonl(run / "samples.jsonl")) == 2 * 4
 
 
 def test_shipped_params_run_the_algorithm_their_names_promise():
@@ -711,6 +747,163 @@ def test_trl_backend_cuts_its_completions_at_the_stop_sequences(monkeypatch):
     ids, _ = trainer._generate_single_turn(None, None, None, 2)
     assert "".join(map(chr, ids[0])) == "    return x\ndef" and ids[1] == sampled[1]
     assert grpo_trl._before_stop("    return x\ndef g():", ("\ndef",)) == "    return x"  # what the rewards score
+    # eos ends a completion before any stop sequence, and the sampler's log-probs are cut with the ids
+    sampled = [[ord(c) for c in "    return 1"] + [0] + [ord(c) for c in "\ndef g"], [ord(c) for c in "  x\ndef y"]]
+    logprobs = [[-1.0] * len(sampled[0]), [-2.0] * len(sampled[1])]
+    monkeypatch.setattr(GRPOTrainer, "_generate_single_turn", lambda self, *a, **k: (sampled, logprobs))
+    ids, lps = trainer._generate_single_turn(None, None, None, 2)
+    assert ids == [sampled[0][:13], sampled[1][:7]] and lps == [[-1.0] * 13, [-2.0] * 7]
+    trainer.stop_sequences = ()  # no stop sequences (stdio tasks): TRL's completions as they are
+    assert trainer._generate_single_turn(None, None, None, 2) == (sampled, logprobs)
+
+
+def test_trl_backend_callback_renames_tracks_and_counts_rollouts(tmp_path, monkeypatch):
+    """The callback over TRL's logs, with two optimizer steps per rollout: a rollout's verdict shares kept over its
+    updates and added to the logs TensorBoard / W&B get; held-out eval only on a rollout's last update; one row per
+    rollout in the own engine's keys (pass rate from the pass term, TRL's clip keys renamed, a key TRL did not log
+    absent, the sandbox's share of the wall time); the generation batch's samples written once; TRL's closing log
+    (no loss) ignored; the callback first among the trainer's."""
+    pytest.importorskip("trl")
+    import time
+
+    from codelib.trainers import grpo_trl
+    from codelib.trainers.grpo_trl import _Timed
+
+    monkeypatch.setattr(_Timed, "spent", 0.0)
+    monkeypatch.setattr(_Timed, "classes", [])
+    batch = {"prompt": ["p"], "completion": ["    return 1"], "rewards": {"pass_reward": [1.0]}}
+    monkeypatch.setattr(_Timed, "batch", batch)
+    evals = []
+
+    class Keeper:
+        def due(self, step):
+            return True
+
+        def evaluate(self, model, tokenizer, step):
+            evals.append(step)
+            return {"eval_pass@1": 0.5}
+
+    cb = grpo_trl.metrics_callback(tmp_path, {"p": "t/1"}, Keeper(), [1.0], per=2)
+    model = types.SimpleNamespace(train=lambda: None)
+    cb.trainer = types.SimpleNamespace(
+        accelerator=types.SimpleNamespace(unwrap_model=lambda m: m), model=model, processing_class=None
+    )
+    args = types.SimpleNamespace(logging_steps=2)
+    state = types.SimpleNamespace(global_step=1, is_world_process_zero=True, log_history=[])
+    _Timed.classes = ["passed", "wrong_answer"]
+    cb.on_step_end(args, state, None)  # the rollout's first update
+    assert evals == []  # within a rollout: no eval
+    state.global_step = 2
+    cb.on_step_end(args, state, None)  # its second: no new generation batch, eval due
+    assert evals == [1]
+    type(cb).t_last = time.time() - 10.0
+    _Timed.spent = 2.0
+    logs = {
+        "loss": 0.5,
+        "reward": 0.3,
+        "rewards/length_penalty/mean": -0.01,
+        "rewards/pass_reward/mean": 0.25,
+        "completions/mean_length": 9.0,
+        "clip_ratio/region_mean": 0.1,
+        "clip_ratio/low_mean": 0.04,
+        "clip_ratio/high_mean": 0.06,
+        "entropy": 0.7,
+        "grad_norm": 1.2,
+    }
+    state.log_history = [{"step": 2, "loss": 0.5}]
+    cb.on_log(args, state, None, logs=logs)
+    (row,) = read_jsonl(tmp_path / "metrics.jsonl")
+    assert row["step"] == 1 and row["pass_rate"] == 0.25 and row["reward_mean"] == 0.3
+    assert (row["clip_frac"], row["clip_frac_low"], row["clip_frac_high"]) == (0.1, 0.04, 0.06)
+    assert (row["entropy"], row["grad_norm"], row["completion_len"]) == (0.7, 1.2, 9.0)
+    assert not {"kl", "zero_std_frac", "reward_std"} & set(row)  # not logged by TRL: absent, not 0 or None
+    assert row["rewards/pass_reward/mean"] == 0.25 and row["eval_pass@1"] == 0.5
+    assert row["verdicts/passed"] == row["verdicts/wrong_answer"] == 0.5  # the first update's, kept
+    assert logs["verdicts/passed"] == 0.5 and state.log_history[-1]["eval_pass@1"] == 0.5  # reporters see them
+    assert 0.15 < row["sandbox_share"] < 0.21 and _Timed.spent == 0.0
+    (sample,) = read_jsonl(tmp_path / "samples.jsonl")
+    assert (sample["step"], sample["task_id"], sample["passed"]) == (1, "t/1", True) and _Timed.batch == {}
+    state.global_step = 4
+    cb.on_log(args, state, None, logs={"loss": 0.4})  # a rollout whose logs carry no clip ratios
+    assert not {"clip_frac", "clip_frac_low", "clip_frac_high"} & set(read_jsonl(tmp_path / "metrics.jsonl")[-1])
+    cb.on_log(args, state, None, logs={"train_runtime": 12.0})  # TRL's closing log: no row
+    assert [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl")] == [1, 2]
+    trainer = types.SimpleNamespace(callback_handler=types.SimpleNamespace(callbacks=["tensorboard", cb]))
+    trainer.remove_callback = trainer.callback_handler.callbacks.remove
+    grpo_trl.first_callback(trainer, cb)
+    assert trainer.callback_handler.callbacks == [cb, "tensorboard"]
+
+
+def test_trl_backend_reward_terms_dataset_and_args(monkeypatch):
+    """What backend: trl hands TRL, tested without training: reward terms that score the text before the stop
+    sequence and time themselves (the first also records verdict classes and the batch's completions, a None reward
+    kept as NaN); prompt rows that keep a long prompt's last tokens and the whole prompt for the rewards; a rollout's
+    updates, rows, steps and saves counted as the own engine counts them."""
+    pytest.importorskip("trl")
+    from codelib.trainers import grpo_trl
+    from codelib.trainers.grpo_trl import _Timed
+
+    scored = []
+
+    def first(completions, **kw):
+        scored.append(list(completions))
+        return [1.0, None]
+
+    monkeypatch.setattr(grpo_trl, "gather_object", list)
+    monkeypatch.setattr(grpo_trl.rewards, "verdicts", lambda c, **kw: [types.SimpleNamespace(status="passed")] * 2)
+    monkeypatch.setattr(grpo_trl.metrics, "verdict_class", lambda v: v.status)
+    monkeypatch.setattr(_Timed, "spent", 1.5)
+    monkeypatch.setattr(_Timed, "classes", [])
+    monkeypatch.setattr(_Timed, "batch", {})
+    terms = [_Timed(first, record_classes=True, stop=("\ndef",)), _Timed(lambda c, **kw: [0.5, 0.25])]
+    terms[1].__name__ = "second"
+    texts = ["    return 1\ndef g():", "    return 2"]
+    assert terms[0](texts, prompts=["p1", "p2"]) == [1.0, None] and scored == [["    return 1", "    return 2"]]
+    assert terms[1](texts, prompts=["p1", "p2"]) == [0.5, 0.25]
+    assert _Timed.classes == ["passed", "passed"]  # recorded by the first term only
+    batch = _Timed.batch
+    assert batch["prompt"] == ["p1", "p2"] and batch["completion"] == texts
+    assert batch["rewards"]["first"][0] == 1.0 and math.isnan(batch["rewards"]["first"][1])
+    assert batch["rewards"]["second"] == [0.5, 0.25]
+    assert _Timed.spent > 1.5  # added to, never reset by a term
+    cfg = grpo.Config(rewards={"pass": 1.0, "length": {"weight": 0.5}}, workers=1)
+    parts, weights = grpo_trl.reward_functions(cfg, stop=("\ndef",))
+    assert [p.stop for p in parts] == [("\ndef",)] * 2 and [p.record_classes for p in parts] == [True, False]
+    assert weights == [1.0, 0.5]
+    rows = grpo_trl.grpo_samples(_Timed.batch, 3, {"p1": "t/1"}, weights=[1.0, 2.0])
+    assert [(r["step"], r["task_id"], r["reward"]) for r in rows] == [(3, "t/1", 2.0), (3, "", 0.5)]
+
+    class Chars:
+        def __call__(self, text, add_special_tokens=False):
+            return {"input_ids": [ord(c) for c in text]}
+
+        def decode(self, ids):
+            return "".join(map(chr, ids))
+
+    cfg = grpo.Config(backend="trl", limit=2, max_prompt_tokens=12)
+    data = grpo_trl.build_dataset(cfg, Chars())
+    tasks = load_tasks(cfg.dataset, cfg.split)[:2]
+    assert data["task_id"] == [t.task_id for t in tasks] and data["source_prompt"] == [t.prompt for t in tasks]
+    assert data["prompt"] == [t.prompt[-12:] for t in tasks] and all(len(t.prompt) > 12 for t in tasks)
+    from pathlib import Path
+
+    from codelib.plumbing.params import load_config
+
+    params = Path(__file__).resolve().parent.parent / "params" / "tiny" / "04_grpo.yaml"
+    cfg = load_config(
+        grpo.Config,
+        params,
+        backend="trl",
+        num_iterations=2,
+        beta=0.04,
+        rewards={"pass": 1.0, "length": {"weight": 0.5}},
+    )
+    args = grpo_trl.grpo_args(cfg, "/tmp/unused")
+    per = grpo_trl.updates_per_rollout(cfg)
+    assert per == 8  # 4 minibatches x 2 passes over each rollout
+    assert (args.max_steps, args.save_steps, args.logging_steps) == (250 * per, 25 * per, per)
+    assert args.per_device_train_batch_size * args.gradient_accumulation_steps == 32  # a quarter of 32 x 4
+    assert (args.beta, args.num_iterations, list(args.reward_weights)) == (0.04, 2, [1.0, 0.5])
 
 
 @pytest.mark.slow

@@ -127,20 +127,43 @@ def prepare(cfg: Config) -> dict:
     return build_preferences(out / "candidates_annotated.jsonl", tasks, out, rule, settings, cfg.seed, cfg.rewards)
 
 
+def run_label(cfg: Config) -> tuple[str, str]:
+    """(algorithm, label) of a run, as config.json records them and the comparison table names the row: "dpo" /
+    "DPO" for sigmoid DPO alone, "rpo" / "RPO (DPO + NLL, w_dpo:w_nll)" when the NLL term (TRL's "sft") joins it,
+    and "DPO (<losses>)" for any other mix of TRL's losses."""
+    rpo = "sft" in cfg.loss_type
+    weights = dict(zip(cfg.loss_type, cfg.loss_weights or [1.0] * len(cfg.loss_type), strict=True))
+    label = f"RPO (DPO + NLL, {weights['sigmoid']:g}:{weights['sft']:g})" if rpo and "sigmoid" in weights else "DPO"
+    if set(cfg.loss_type) - {"sigmoid", "sft"}:
+        label = "DPO (" + ", ".join(cfg.loss_type) + ")"
+    return ("rpo" if rpo else "dpo"), label
+
+
+def dpo_args(cfg: Config) -> DPOConfig:
+    """TRL's DPOConfig for the run: the losses and their weights, beta, pairs per step, max_length; a constant
+    learning rate and a metrics row every step."""
+    return DPOConfig(
+        **trainer_args(cfg),
+        per_device_train_batch_size=cfg.batch_size,
+        lr_scheduler_type="constant",
+        beta=cfg.beta,
+        loss_type=list(cfg.loss_type),
+        loss_weights=list(cfg.loss_weights) or None,
+        max_length=cfg.max_length,
+        logging_steps=1,
+        dataloader_num_workers=0,
+    )
+
+
 def train(cfg: Config) -> Path:
     """Build the preference data (if needed) and run DPO; returns the run directory."""
     check_init(cfg)
     seed_everything(cfg.seed, cfg.threads)
     out = cfg.run_dir
     out.mkdir(parents=True, exist_ok=True)
-    rpo = "sft" in cfg.loss_type
-    weights = dict(zip(cfg.loss_type, cfg.loss_weights or [1.0] * len(cfg.loss_type), strict=True))
-    label = f"RPO (DPO + NLL, {weights['sigmoid']:g}:{weights['sft']:g})" if rpo and "sigmoid" in weights else "DPO"
-    if set(cfg.loss_type) - {"sigmoid", "sft"}:
-        label = "DPO (" + ", ".join(cfg.loss_type) + ")"
+    algorithm, label = run_label(cfg)
     atomic_write_json(
-        out / "config.json",
-        {"stage": cfg.stage, "algorithm": "rpo" if rpo else "dpo", "label": label, **config_to_dict(cfg)},
+        out / "config.json", {"stage": cfg.stage, "algorithm": algorithm, "label": label, **config_to_dict(cfg)}
     )
     manifest = prepare(cfg)
     pairs = read_jsonl(out / "pairs.jsonl")
@@ -152,17 +175,7 @@ def train(cfg: Config) -> Path:
     model, tokenizer = load_policy(starting_model_dir(cfg.init), load_in_4bit=cfg.load_in_4bit, trainable=True)
     data = Dataset.from_list(sampled_ids(pairs, tokenizer, cfg.max_length))
     tokenizer.padding_side = "right"
-    args = DPOConfig(
-        **trainer_args(cfg),
-        per_device_train_batch_size=cfg.batch_size,
-        lr_scheduler_type="constant",
-        beta=cfg.beta,
-        loss_type=list(cfg.loss_type),
-        loss_weights=list(cfg.loss_weights) or None,
-        max_length=cfg.max_length,
-        logging_steps=1,
-        dataloader_num_workers=0,
-    )
+    args = dpo_args(cfg)
     lora = lora_config(cfg)
     trainer = SampledIdsDPOTrainer(
         model=model,
