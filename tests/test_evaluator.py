@@ -292,3 +292,270 @@ def test_every_checkpoint_is_checked_before_any_is_evaluated(tmp_path, monkeypat
     assert "--profile tiny --only 04_grpo" in msg
     assert "--only 05_dpo" in msg and "odd: checkpoints/tiny/empty holds no model" in msg
     assert "sft:" not in msg and "hub" not in msg and "base" not in msg
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# every setting checked, every setting that decides a summary in its hash, every setting passed on
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ({"checkpoints": {}}, "checkpoints is empty"),
+        ({"out": ""}, "must be a plain directory name"),
+        ({"out": ".eval"}, "must be a plain directory name"),
+        ({"out": "eval\\fresh"}, "must be a plain directory name"),
+        ({"checkpoints": {"": "tiny"}, "baseline": ""}, "must be a plain name"),
+        ({"checkpoints": {".base": "tiny"}, "baseline": ""}, "must be a plain name"),
+        ({"checkpoints": {"a\\b": "tiny"}, "baseline": ""}, "must be a plain name"),
+        ({"temperature": -0.5}, "temperature must be >= 0"),
+        ({"n_samples": 0, "ks": [1]}, "n_samples must be at least 1"),
+        ({"ks": []}, "ks must be a non-empty list"),
+        ({"ks": [0]}, "ks must be a non-empty list"),
+        ({"ks": [5]}, "pass@5 needs at least 5 samples per task: raise n_samples to at least 5"),
+        ({"top_p": 0.0}, r"top_p must be in \(0, 1\]"),
+        ({"top_p": 1.5}, r"top_p must be in \(0, 1\]"),
+        ({"backend": "tgi"}, "backend must be 'hf' or 'vllm'"),
+        ({"max_new_tokens": 0}, "max_new_tokens must be at least 1"),
+        ({"batch_size": 0}, "batch_size must be at least 1"),
+        ({"workers": 0}, "workers must be at least 1"),
+        ({"bootstrap_iters": 0}, "bootstrap_iters must be at least 1"),
+        ({"limit": -1}, "limit must be >= 0"),
+        ({"timeout_s": 0.0}, "timeout_s must be positive"),
+    ],
+)
+def test_eval_config_refuses_each_bad_setting_with_what_to_set(setting, message):
+    with pytest.raises(ValueError, match=message):
+        EvalConfig(**setting)
+
+
+def test_eval_config_accepts_the_edges_of_each_range():
+    cfg = EvalConfig(top_p=1.0, limit=0, n_samples=1, ks=[1], max_new_tokens=1, batch_size=1, workers=1)
+    assert (cfg.top_p, cfg.limit, cfg.n_samples) == (1.0, 0, 1)
+    assert EvalConfig(n_samples=4, ks=[4]).ks == [1, 4] and EvalConfig(backend="vllm").backend == "vllm"
+
+
+def test_a_checkpoint_path_is_resolved_from_the_repo_root_and_a_hub_name_is_left_alone(monkeypatch, tmp_path):
+    from codelib.plumbing.paths import REPO_ROOT
+
+    monkeypatch.chdir(tmp_path)  # not the repo root: a relative path in a params file still means the repo's
+    assert evaluator.checkpoint_source("params/tiny") == str(REPO_ROOT / "params" / "tiny")
+    assert evaluator.checkpoint_source("org/model") == "org/model"
+    assert evaluator.checkpoint_source("tiny") == "tiny"
+
+
+def test_a_summary_is_reused_only_when_everything_that_decides_its_samples_and_scores_is_equal(tmp_path):
+    """Each setting that changes what is sampled or how it is scored changes the hash, and so do other tasks and a
+    retrained checkpoint; the settings that only name or place the outputs (baseline, workers, out, out_dir) do not."""
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text("{}")
+    (ckpt / "model.safetensors").write_bytes(b"1234")
+    tasks = load_tasks("synthetic", "test")[:3]
+    base = dict(checkpoints={"a": str(ckpt), "b": "tiny"}, baseline="a", temperature=0.8, n_samples=2)
+    h0 = evaluator.settings_hash(evaluator.settings_for(EvalConfig(**base), "a", tasks))
+    assert h0 == evaluator.settings_hash(evaluator.settings_for(EvalConfig(**base), "a", list(tasks)))
+
+    def changed(**kw):
+        return evaluator.settings_hash(evaluator.settings_for(EvalConfig(**{**base, **kw}), "a", tasks)) != h0
+
+    for kw in (
+        {"dataset": "humaneval"},
+        {"split": "fresh"},
+        {"limit": 3},
+        {"n_samples": 3},
+        {"temperature": 0.7},
+        {"top_p": 0.9},
+        {"max_new_tokens": 128},
+        {"batch_size": 8},
+        {"seed": 1},
+        {"ks": [2]},
+        {"backend": "vllm"},
+        {"timeout_s": 2.0},
+        {"bootstrap_iters": 500},
+        {"checkpoints": {"a": "tiny", "b": "tiny"}},
+    ):
+        assert changed(**kw), kw
+    for kw in ({"baseline": "b"}, {"workers": 7}, {"out": "eval_fresh"}, {"out_dir": "reports/look"}):
+        assert not changed(**kw), kw
+    other = load_tasks("synthetic", "test")[:1] + load_tasks("synthetic", "test")[3:5]  # the same first task
+    assert evaluator.settings_hash(evaluator.settings_for(EvalConfig(**base), "a", other)) != h0
+    (ckpt / "model.safetensors").write_bytes(b"123456")  # retrained: other weights
+    assert evaluator.settings_hash(evaluator.settings_for(EvalConfig(**base), "a", tasks)) != h0
+
+
+def _fake_policy(monkeypatch, answers=None):
+    """load_policy and generate replaced: a checkpoint named "org/bad" writes `return None`, any other its tasks'
+    canonical solutions; `calls` records what each call was given."""
+    calls = {"load": [], "generate": [], "free": []}
+    by_prompt = {t.prompt: t.canonical_solution for d in ("synthetic", "mbpp_plus") for t in load_tasks(d, "test")}
+
+    def load_policy(source):
+        calls["load"].append(source)
+        return source, "tokenizer"
+
+    def generate(model, tokenizer, prompts, **kw):
+        calls["generate"].append({"model": model, "n_prompts": len(prompts), **kw})
+        out = []
+        for i, p in enumerate(prompts):
+            text = "    return None\n" if model == "org/bad" and i % 2 else by_prompt[p]
+            out.append(
+                [generation.Completion(text, [1] * (3 + j), 3 + j, finished=j % 2 == 0) for j in range(kw["n"])]
+            )
+        return out
+
+    monkeypatch.setattr(evaluator.models, "load_policy", load_policy)
+    monkeypatch.setattr(evaluator.generation, "generate", generate)
+    monkeypatch.setattr(evaluator, "_free", lambda model: calls["free"].append(model))
+    return calls
+
+
+@needs_sandbox
+def test_a_checkpoint_is_sampled_and_judged_with_the_configured_settings(monkeypatch, tmp_path):
+    calls = _fake_policy(monkeypatch)
+    scored = {}
+    real = evaluator.score_completions
+
+    def score(tasks, comps, **kw):
+        scored.update(kw)
+        return real(tasks, comps, **kw)
+
+    monkeypatch.setattr(evaluator, "score_completions", score)
+    cfg = EvalConfig(
+        dataset="mbpp_plus",
+        limit=2,
+        checkpoints={"m": "org/model"},
+        baseline="",
+        temperature=0.6,
+        top_p=0.9,
+        n_samples=2,
+        ks=[2],
+        max_new_tokens=77,
+        batch_size=3,
+        seed=11,
+        workers=2,
+        timeout_s=4.0,
+        bootstrap_iters=50,
+    )
+    tasks = load_tasks("mbpp_plus", "test", limit=2)
+    s = evaluator.evaluate_checkpoint(cfg, "m", tasks, tmp_path)
+    (gen,) = calls["generate"]
+    assert calls["load"] == ["org/model"] and calls["free"] == ["org/model"]
+    assert {k: gen[k] for k in ("n", "temperature", "top_p", "max_new_tokens", "batch_size", "seed", "stop")} == {
+        "n": 2,
+        "temperature": 0.6,
+        "top_p": 0.9,
+        "max_new_tokens": 77,
+        "batch_size": 3,
+        "seed": 11,
+        "stop": generation.WHOLE_FUNCTION_STOPS,  # an MBPP prompt asks for the whole function
+    }
+    assert scored == {"ks": [1, 2], "workers": 2, "timeout_s": 4.0, "plus": True, "bootstrap_iters": 50, "seed": 11}
+    assert (s["source"], s["checkpoint"], s["pass@1"]) == ("org/model", "m", 1.0)
+    assert s["settings_hash"] == evaluator.settings_hash(evaluator.settings_for(cfg, "m", tasks))
+    assert s["avg_tokens"] == 3.5 and s["finished_rate"] == 0.5  # tokens 3, 4 and finished, not, per task
+    rows = [json.loads(line) for line in (tmp_path / "samples.jsonl").read_text().splitlines()]
+    assert [(r["n_tokens"], r["finished"], r["tamper"]) for r in rows] == [(3, True, ""), (4, False, "")] * 2
+    assert json.loads((tmp_path / "summary.json").read_text()) == s
+
+
+@needs_sandbox
+def test_scoring_passes_the_time_limit_and_the_plus_tests_to_the_sandbox(monkeypatch):
+    from codelib import sandbox
+    from codelib.evaluation import scoring
+
+    tasks = load_tasks("synthetic", "test")[:1]
+    res = score_completions(tasks, [["    while True:\n        pass\n"]], workers=1, timeout_s=0.5)
+    assert res["samples"][0]["verdict"] == "timeout" and res["verdicts"]["timeout"] == 1
+    seen = {}
+    real = sandbox.check
+
+    def check(tasks, codes, **kw):
+        seen.update(kw)
+        return real(tasks, codes, **kw)
+
+    monkeypatch.setattr(scoring.sandbox, "check", check)
+    score_completions(tasks, [[tasks[0].canonical_solution]], workers=1, timeout_s=3.5, plus=True)
+    assert seen == {"workers": 1, "plus": True, "timeout_s": 3.5}
+
+
+@needs_sandbox
+def test_tasks_with_fewer_samples_are_counted_by_their_own_number():
+    tasks = load_tasks("synthetic", "test")[:2]
+    wrong = "    return None\n"
+    res = score_completions(tasks, [[tasks[0].canonical_solution, wrong, wrong], [wrong]], workers=2)
+    assert [(r["n"], r["c"]) for r in res["per_task"]] == [(3, 1), (1, 0)]
+    assert res["n_samples"] == 1 and res["ks"] == [1]
+    assert res["pass@1"] == pytest.approx((1 / 3 + 0) / 2) and res["passed"] == pytest.approx(1 / 3)
+    samples = [(s["task_id"], s["sample"], s["code"], s["passed"], s["verdict"]) for s in res["samples"]]
+    assert samples == [
+        (tasks[0].task_id, 0, tasks[0].canonical_solution, True, "passed"),
+        (tasks[0].task_id, 1, wrong, False, "wrong_answer"),
+        (tasks[0].task_id, 2, wrong, False, "wrong_answer"),
+        (tasks[1].task_id, 0, wrong, False, "wrong_answer"),
+    ]
+    assert res["verdicts"]["passed"] == 1 and res["verdicts"]["wrong_answer"] == 3
+
+
+def test_compare_pairs_the_shared_tasks_by_their_pass_rates_a_minus_b():
+    a = {"checkpoint": "a", "per_task": [{"task_id": "t1", "n": 4, "c": 4}, {"task_id": "t2", "n": 4, "c": 2}]}
+    b = {"checkpoint": "b", "per_task": [{"task_id": "t2", "n": 2, "c": 0}, {"task_id": "t1", "n": 2, "c": 1}]}
+    res = evaluator.compare(a, b, iters=100)
+    assert (res["a"], res["b"]) == ("a", "b") and res["diff"] == pytest.approx(((1 - 0.5) + (0.5 - 0)) / 2)
+    assert evaluator.compare(b, a, iters=100)["diff"] == pytest.approx(-0.5)
+    c = {"checkpoint": "c", "per_task": [{"task_id": "t1", "n": 1, "c": 0}, {"task_id": "t3", "n": 1, "c": 1}]}
+    with pytest.warns(UserWarning, match="comparing on the 1 tasks both summaries scored"):
+        assert evaluator.compare(a, c, iters=100)["diff"] == 1.0
+    with pytest.raises(ValueError, match="a and d share no task"):
+        evaluator.compare(a, {"checkpoint": "d", "per_task": [{"task_id": "t9", "n": 1, "c": 1}]})
+
+
+@needs_sandbox
+def test_evaluate_orchestrates_baselines_tables_and_summaries(monkeypatch, tmp_path):
+    """evaluate_checkpoints compares with its first checkpoint; a summary is reused until a setting changes; a changed
+    baseline rewrites the reused summaries' paired differences; the paired interval follows the seed; results go to
+    out_dir when it is set."""
+    calls = _fake_policy(monkeypatch)
+    monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "ck"))
+    common = dict(profile="test", limit=6, temperature=0.0, max_new_tokens=8, workers=2, bootstrap_iters=200)
+    ckpts = {"good": "org/good", "bad": "org/bad"}
+    df = evaluator.evaluate_checkpoints(ckpts, **common)
+    root = tmp_path / "ck" / "test" / "eval"
+    assert df["checkpoint"].tolist() == ["good", "bad"] and df["pass@1"].tolist() == [1.0, 0.5]
+    assert (root / "results.md").exists() and (root / "results.csv").exists()
+    good, bad = (evaluator.load_summary(root / n) for n in ("good", "bad"))
+    assert good.get("vs_baseline") is None and bad["vs_baseline"]["baseline"] == "good"
+    assert bad["vs_baseline"]["diff"] == pytest.approx(-0.5) and good["tasks"] == 6
+    assert evaluator.load_summary(root / "bad" / "summary.json") == bad
+    assert len(calls["generate"]) == 2
+
+    # the same settings reuse both; another baseline rewrites the paired differences of the reused summaries
+    evaluator.evaluate(EvalConfig(checkpoints=ckpts, baseline="bad", **common))
+    assert len(calls["generate"]) == 2
+    good, bad = (evaluator.load_summary(root / n) for n in ("good", "bad"))
+    assert bad.get("vs_baseline") is None and good["vs_baseline"]["diff"] == pytest.approx(0.5)
+    evaluator.evaluate(EvalConfig(checkpoints=ckpts, baseline="bad", **common), force=True)
+    assert len(calls["generate"]) == 4
+    evaluator.evaluate(EvalConfig(checkpoints=ckpts, baseline="bad", **{**common, "max_new_tokens": 9}))
+    assert len(calls["generate"]) == 6
+
+    # the paired interval is the seed's, and a results folder of its own keeps the profile's table as it was
+    look = tmp_path / "look"
+    evaluator.evaluate(EvalConfig(checkpoints=ckpts, baseline="bad", out_dir=str(look), **{**common, "seed": 3}))
+    other = evaluator.load_summary(root / "good")["vs_baseline"]
+    assert other["diff"] == good["vs_baseline"]["diff"]
+    assert (other["ci_low"], other["ci_high"]) != (good["vs_baseline"]["ci_low"], good["vs_baseline"]["ci_high"])
+    assert (look / "results.md").exists()
+
+    monkeypatch.setattr(evaluator, "load_tasks", lambda *a, **k: [])
+    with pytest.raises(ValueError, match="synthetic/test has no tasks"):
+        evaluator.evaluate(EvalConfig(checkpoints=ckpts, baseline="good", **common))
+    with pytest.raises(FileNotFoundError, match="no eval summary at .*nowhere.*run evaluate"):
+        evaluator.load_summary(tmp_path / "nowhere")
+
+
+def test_a_missing_checkpoint_is_named_with_its_own_profiles_command(tmp_path, monkeypatch):
+    monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path))
+    cfg = EvalConfig(profile="small", checkpoints={"grpo": "checkpoints/small/grpo"}, baseline="")
+    with pytest.raises(FileNotFoundError, match="--profile small --only 04_grpo"):
+        evaluator.check_checkpoints(cfg)
