@@ -477,6 +477,60 @@ def recorder(calls: list, kill_at: int | None = None):
     return execute
 
 
+def test_a_run_the_pipeline_trained_is_copied_into_a_study(tmp_path, monkeypatch):
+    """`make demo` then `make study`: the pipeline's stamp of a training stage records what it trained (the study's
+    `train` key), so the study's seed-0 run of the same params, notebook, code and start is copied, not trained."""
+    from codelib.runner import pipeline
+
+    monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "checkpoints"))
+    monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "reports"))
+    sft = tmp_path / "checkpoints/smoke/sft"
+    sft.mkdir(parents=True)
+    (sft / "adapter_model.safetensors").write_text("sft weights")
+    monkeypatch.setattr(pipeline, "build_tiny", lambda log=print: 0.0)
+
+    def stage(name, params, notebook, out_nb, kernel=None, log=None):  # what the notebook leaves behind
+        if "stage" in params:  # a training stage: its run directory
+            run = checkpoints_root() / params["profile"] / params["stage"]
+            run.mkdir(parents=True, exist_ok=True)
+            (run / "weights").write_text(f"{name} seed {params['seed']}")
+        out_nb.parent.mkdir(parents=True, exist_ok=True)
+        out_nb.write_text(json.dumps({"ran": name}))
+
+    monkeypatch.setattr(pipeline, "run_stage", stage)
+    pipeline.run("smoke", only=["00_tasks", "02_reinforce"], reports=tmp_path / "reports/smoke", log=lambda *_: None)
+    stamps = tmp_path / "checkpoints/smoke/.stamps"
+    assert "train" not in json.loads((stamps / "00_tasks.json").read_text())  # trains nothing: no donor
+    stamp = json.loads((stamps / "02_reinforce.json").read_text())
+    assert stamp["dir"] == "reinforce" and len(stamp["train"]) == 16
+
+    go = dict(evaluate=False, summarise=False)
+    data = {**TWO_ARMS, "arms": {"rf": {"stage": "02_reinforce"}, "rf_lr": {"stage": "02_reinforce", "params": {}}}}
+    data["arms"]["rf_lr"]["params"]["learning_rate"] = 0.5
+    calls, said = [], []
+    rows = study.run_study(write_study(tmp_path, data, "s"), execute=recorder(calls), log=said.append, **go)
+    assert calls == ["rf_lr-seed0", "rf-seed1", "rf_lr-seed1"]  # only seed 0 of the pipeline's own params
+    assert dict((n, st) for n, st, _ in rows)["rf-seed0"] == "reused"
+    assert any("rf-seed0: trained already as the pipeline's reinforce; copied" in line for line in said)
+    got = tmp_path / "checkpoints/smoke/studies/s/rf-seed0"
+    assert (got / "weights").read_text() == "02_reinforce seed 0"
+    assert (tmp_path / "reports/smoke/studies/s/rf-seed0/02_reinforce.ipynb").read_text() == '{"ran": "02_reinforce"}'
+    assert json.loads((got.parent / ".stamps/rf-seed0.json").read_text())["reused_from"] == "pipeline/reinforce"
+
+    # not a donor once the trainer's code or the start checkpoint differs from what the pipeline trained with
+    one_seed = {**data, "seeds": [0]}
+    real = study.module_sources
+    monkeypatch.setattr(study, "module_sources", lambda code: {**real(code), "codelib.engine.rewards": "# edited"})
+    calls = []
+    study.run_study(write_study(tmp_path, one_seed, "t"), execute=recorder(calls), log=lambda *_: None, **go)
+    assert calls == ["rf-seed0", "rf_lr-seed0"]
+    monkeypatch.setattr(study, "module_sources", real)
+    (sft / "adapter_model.safetensors").write_text("another sft")
+    calls = []
+    study.run_study(write_study(tmp_path, one_seed, "u"), execute=recorder(calls), log=lambda *_: None, **go)
+    assert calls == ["rf-seed0", "rf_lr-seed0"]
+
+
 def test_a_killed_study_resumes_and_reruns_only_what_changed(tmp_path, monkeypatch):
     monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "checkpoints"))
     monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "reports"))

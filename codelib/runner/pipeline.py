@@ -333,11 +333,24 @@ def run(
         dt = time.time() - t0
         run_id = uuid.uuid4().hex[:16]  # this run of the stage: the stages after it see a new upstream
         finished = time.strftime("%Y-%m-%d %H:%M:%S")
-        atomic_write_json(stamp, {"key": key, "seconds": round(dt, 1), "finished": finished, "run": run_id})
+        record = {"key": key, "seconds": round(dt, 1), "finished": finished, "run": run_id}
+        atomic_write_json(stamp, {**record, **donor_key(stage, params[stage], notebook)})
         upstream = _digest(key, run_id)
         log(f"[{profile}] {stage}: done in {_minutes(dt)}")
         results.append((stage, "ran", dt))
     return results
+
+
+def donor_key(stage: str, values: dict, notebook: Path) -> dict:
+    """For a training stage's stamp: its run directory and the study's `train` key of what it trained (params but
+    the directory, notebook, code, start checkpoint), so a study copies this run rather than training the same
+    again (`codelib.runner.study.find_trained`: the demo's GRPO is the algorithm study's `grpo-seed0`); {} for a
+    stage that trains nothing."""
+    if stage_registry.STAGES[stage].kind != "train" or not isinstance(values.get("stage"), str):
+        return {}
+    from codelib.runner.study import train_key  # study imports this module
+
+    return {"dir": values["stage"], "train": train_key(stage, values, notebook)}
 
 
 def _stamp(stamp: Path) -> dict:

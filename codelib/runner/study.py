@@ -123,11 +123,30 @@ def run_key(run: Run, notebook: Path) -> dict:
     }
 
 
+def train_key(stage: str, params: dict, notebook: Path) -> str:
+    """`run_key(...)["train"]` of a run of `stage` with `params` (any run directory): what the pipeline records in
+    a training stage's stamp, so that a study can copy a run `make demo` trained instead of training it again."""
+    return run_key(Run(name="", arm="", stage=stage, seed=0, params=params), notebook)["train"]
+
+
 def find_trained(study: Study, run: Run, train: str) -> tuple[Path, Path] | None:
-    """A finished run of any study of the profile that trained what `run` would: the same params but for its
-    directory, the same notebook, code and start checkpoint (its stamp's `train`); (its run directory, its executed
-    notebook), or None."""
+    """A finished run of any study of the profile, or of the profile's pipeline (`make demo`), that trained what
+    `run` would: the same params but for its directory, the same notebook, code and start checkpoint (its stamp's
+    `train`); (its run directory, its executed notebook), or None. The pipeline's GRPO stage is, for instance, the
+    algorithm study's `grpo-seed0`."""
     studies = study.checkpoints.parent  # checkpoints/<profile>/studies
+    profile_dir = studies.parent  # checkpoints/<profile>
+    for stamp_path in sorted((profile_dir / ".stamps").glob("*.json")):  # the pipeline's stages
+        try:
+            stamp = json.loads(stamp_path.read_text())
+        except (OSError, ValueError):
+            continue
+        if stamp.get("train") != train or not isinstance(stamp.get("dir"), str):
+            continue
+        rdir = profile_dir / stamp["dir"]
+        nb = study.reports.parent.parent / f"{stamp_path.stem}.ipynb"  # reports/<profile>/<stage>.ipynb
+        if rdir.is_dir() and nb.exists():
+            return rdir, nb
     for stamp_path in sorted(studies.glob("*/.stamps/*.json")):
         other, name = stamp_path.parent.parent.name, stamp_path.stem
         if (other, name) == (study.name, run.name):
@@ -142,6 +161,13 @@ def find_trained(study: Study, run: Run, train: str) -> tuple[Path, Path] | None
         if rdir.is_dir() and nb.exists():
             return rdir, nb
     return None
+
+
+def donor_name(rdir: Path) -> str:
+    """A donor run as a stamp's `reused_from` names it: <study>/<run>, or pipeline/<run directory>."""
+    if rdir.parent.parent.name == "studies":
+        return f"{rdir.parent.name}/{rdir.name}"
+    return f"pipeline/{rdir.name}"
 
 
 def _adopt(donor: tuple[Path, Path], rdir: Path, out_nb: Path, stamp_path: Path, key: dict) -> None:
@@ -162,7 +188,7 @@ def _adopt(donor: tuple[Path, Path], rdir: Path, out_nb: Path, stamp_path: Path,
             **key,
             "status": "finished",
             "seconds": 0.0,
-            "reused_from": f"{src.parent.name}/{src.name}",
+            "reused_from": donor_name(src),
             "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
         },
     )
@@ -255,7 +281,9 @@ def run_study(
         donor = find_trained(study, run, key["train"]) if reuse and not forced else None
         if donor is not None:
             _adopt(donor, rdir, out_nb, stamp_path, key)
-            log(f"{tag}: trained already as studies/{donor[0].parent.name}/{donor[0].name}; copied, not trained again")
+            where = donor_name(donor[0])
+            where = f"studies/{where}" if not where.startswith("pipeline/") else f"the pipeline's {where[9:]}"
+            log(f"{tag}: trained already as {where}; copied, not trained again")
             rows.append((run.name, "reused", 0.0))
             continue
         if stamp.get("key") != key["key"] or stamp.get("status") == "finished" or forced:
