@@ -46,11 +46,14 @@ BLOCKS = {  # marker name -> (report, what regenerates it)
     "ppo_shape": study("ppo_shape"),
     "dapo_parts": study("dapo_parts"),
     "four_updates_lr": study("four_updates_lr"),
+    "grpo_options": study("grpo_options"),
+    "grpo_options_fresh": study("grpo_options", "fresh"),
     "backends": study("backends"),
     "backends_pairs": study("backends"),
     "backends_fresh": study("backends", "fresh"),
 }
-FROM = {"backends_pairs": "Paired over"}  # a block that holds its report from the line starting so (one table of it)
+# a block that holds its report from the line starting so (one table of it)
+FROM = {"backends_pairs": "Paired over", "grpo_options_fresh": "Paired over"}
 TIMES = {"comparison": ("train min",)}  # a block's columns of wall time: they differ on every rerun, results do not
 PAGES = {  # page -> the blocks it holds (each block lives on one page)
     "README.md": ["study", "comparison", "backends_pairs"],
@@ -65,6 +68,7 @@ PAGES = {  # page -> the blocks it holds (each block lives on one page)
         "ppo_shape",
     ],
     "docs/repair.md": ["repair"],
+    "docs/speed.md": ["grpo_options", "grpo_options_fresh"],
     "docs/algorithms.md": ["backends", "backends_fresh"],
 }
 
