@@ -13,7 +13,7 @@ import yaml
 from codelib.evaluation import passk
 from codelib.evaluation.evaluator import bootstrap_ci, pass_at_k
 from codelib.plumbing.params import REPO_ROOT, checkpoints_root
-from codelib.runner import study, study_report
+from codelib.runner import run_keys, study, study_report
 
 # ---------------------------------------------------------------------------------------------------------------
 # statistics on hand-made data
@@ -519,12 +519,12 @@ def test_a_run_the_pipeline_trained_is_copied_into_a_study(tmp_path, monkeypatch
 
     # not a donor once the trainer's code or the start checkpoint differs from what the pipeline trained with
     one_seed = {**data, "seeds": [0]}
-    real = study.module_sources
-    monkeypatch.setattr(study, "module_sources", lambda code: {**real(code), "codelib.engine.rewards": "# edited"})
+    real = run_keys.module_sources
+    monkeypatch.setattr(run_keys, "module_sources", lambda code: {**real(code), "codelib.engine.rewards": "# edited"})
     calls = []
     study.run_study(write_study(tmp_path, one_seed, "t"), execute=recorder(calls), log=lambda *_: None, **go)
     assert calls == ["rf-seed0", "rf_lr-seed0"]
-    monkeypatch.setattr(study, "module_sources", real)
+    monkeypatch.setattr(run_keys, "module_sources", real)
     (sft / "adapter_model.safetensors").write_text("another sft")
     calls = []
     study.run_study(write_study(tmp_path, one_seed, "u"), execute=recorder(calls), log=lambda *_: None, **go)
@@ -566,14 +566,14 @@ def test_a_killed_study_resumes_and_reruns_only_what_changed(tmp_path, monkeypat
     assert not (tmp_path / "checkpoints/smoke/studies/s/a-seed0/stale").exists()
 
     # the code a run imports changes: every run is trained again
-    real = study.module_sources
-    monkeypatch.setattr(study, "module_sources", lambda code: {**real(code), "codelib.engine.rewards": "# edited"})
+    real = run_keys.module_sources
+    monkeypatch.setattr(run_keys, "module_sources", lambda code: {**real(code), "codelib.engine.rewards": "# edited"})
     calls = []
     study.run_study(path, execute=recorder(calls), **go)
     assert calls == ["a-seed0", "b-seed0", "a-seed1", "b-seed1"]
 
     # a deleted run directory is trained again; --force names a run or an arm
-    monkeypatch.setattr(study, "module_sources", real)
+    monkeypatch.setattr(run_keys, "module_sources", real)
     calls = []
     study.run_study(path, execute=recorder(calls), **go)
     import shutil
@@ -644,8 +644,8 @@ def test_a_run_another_study_finished_is_copied_not_trained(tmp_path, monkeypatc
     x = write_study(tmp_path, {**TWO_ARMS, "arms": {"a": arms["a"]}}, "x")
     calls = []
     assert dict((n, st) for n, st, _ in study.run_study(x, execute=recorder(calls), **go))["a-seed1"] == "ran"
-    real = study.module_sources
-    monkeypatch.setattr(study, "module_sources", lambda code: {**real(code), "codelib.engine.rewards": "# edited"})
+    real = run_keys.module_sources
+    monkeypatch.setattr(run_keys, "module_sources", lambda code: {**real(code), "codelib.engine.rewards": "# edited"})
     y = write_study(tmp_path, {**TWO_ARMS, "arms": {"b": TWO_ARMS["arms"]["b"]}}, "y")
     calls = []
     study.run_study(y, execute=recorder(calls), **go)

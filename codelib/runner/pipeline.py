@@ -348,7 +348,7 @@ def donor_key(stage: str, values: dict, notebook: Path) -> dict:
     stage that trains nothing."""
     if stage_registry.STAGES[stage].kind != "train" or not isinstance(values.get("stage"), str):
         return {}
-    from codelib.runner.study import train_key  # study imports this module
+    from codelib.runner.run_keys import train_key  # its fingerprints import torch: only when a stage has trained
 
     return {"dir": values["stage"], "train": train_key(stage, values, notebook)}
 

@@ -34,7 +34,6 @@ within each arm.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -45,12 +44,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from codelib.evaluation import evaluator
-from codelib.plumbing.fingerprint import module_sources
 from codelib.plumbing.params import REPO_ROOT, ParamsError, atomic_write_json, resolve
 from codelib.plumbing.paths import atomic_write_text
 from codelib.plumbing.progress import HEADLESS_ENV
-from codelib.policy.models import checkpoint_fingerprint
-from codelib.runner import pipeline
+from codelib.runner import pipeline, run_keys
+from codelib.runner.run_keys import stage_sources
 from codelib.runner.study_file import Run, Study, StudyError, finished, load_study, load_summaries
 from codelib.runner.study_report import (
     StudyReportConfig,
@@ -69,7 +67,6 @@ __all__ = [
     "load_study",
     "load_summaries",
     "make_figures",
-    "module_sources",
     "paired_two_level",
     "run_key",
     "run_study",
@@ -83,50 +80,10 @@ __all__ = [
 # what a run depends on: params, notebook, and the source of the codelib modules it imports
 
 
-def stage_sources(stage: str) -> dict[str, str]:
-    """The codelib source a training stage runs: its trainer and launch, transitively; the whole sandbox package
-    when any of it is used (its worker, judge and harness run as separate programs, not imports). The evaluator is in
-    it (evaluation during training and `keep: best` score through it); the study's own code and other trainers are
-    not: a change there does not retrain a study."""
-    sources = module_sources(f"import {_config_module(stage)}\nimport codelib.runner.launch\n")
-    if any(m.startswith("codelib.sandbox") for m in sources):
-        pkg = Path(__file__).resolve().parents[1] / "sandbox"
-        sources.update(
-            {f"codelib.sandbox.{p.stem}": p.read_text() for p in sorted(pkg.glob("*.py")) if p.stem != "__init__"}
-        )
-    return dict(sorted(sources.items()))
-
-
 def run_key(run: Run, notebook: Path) -> dict:
-    """What decides a run's result: its params, its notebook, the codelib source it runs, the start checkpoint."""
-    sources = stage_sources(run.stage)
-    init = run.params.get("init") or run.params.get("model") or ""
-    start = checkpoint_fingerprint(str(resolve(init))) if init and init != "tiny" and resolve(init).exists() else init
-    parts = {
-        "params": json.dumps(run.params, sort_keys=True, default=str),
-        "notebook": notebook.read_text(),
-        "code": json.dumps({m: hashlib.sha256(t.encode()).hexdigest() for m, t in sources.items()}),
-        "start": json.dumps(start, default=str),
-    }
-
-    def digest(d: dict) -> str:
-        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
-
-    # `train`: the same without the run's directory name (`stage`): two runs with equal `train` train the same
-    # weights, so a run another study finished with it is copied rather than trained again (find_trained)
-    params = {k: v for k, v in run.params.items() if k != "stage"}
-    return {
-        "key": digest(parts),
-        "train": digest({**parts, "params": json.dumps(params, sort_keys=True, default=str)}),
-        "modules": sorted(sources),
-        **{k: hashlib.sha256(v.encode()).hexdigest()[:12] for k, v in parts.items()},
-    }
-
-
-def train_key(stage: str, params: dict, notebook: Path) -> str:
-    """`run_key(...)["train"]` of a run of `stage` with `params` (any run directory): what the pipeline records in
-    a training stage's stamp, so that a study can copy a run `make demo` trained instead of training it again."""
-    return run_key(Run(name="", arm="", stage=stage, seed=0, params=params), notebook)["train"]
+    """What decides a run's result: its params, its notebook, the codelib source it runs, the start checkpoint
+    (`codelib.runner.run_keys`)."""
+    return run_keys.run_key(run.stage, run.params, notebook)
 
 
 def find_trained(study: Study, run: Run, train: str) -> tuple[Path, Path] | None:
@@ -192,10 +149,6 @@ def _adopt(donor: tuple[Path, Path], rdir: Path, out_nb: Path, stamp_path: Path,
             "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
         },
     )
-
-
-def _config_module(stage: str) -> str:
-    return pipeline.STAGES[stage].rsplit(".", 1)[0]
 
 
 # ---------------------------------------------------------------------------------------------------------------
