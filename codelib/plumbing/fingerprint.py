@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import json
 from pathlib import Path
+
+from codelib.plumbing.paths import TINY_DIR
 
 PACKAGE = Path(__file__).resolve().parents[1]  # codelib/
 
@@ -96,3 +99,23 @@ def module_sources(source: str) -> dict[str, str]:
         parents = [".".join(name.split(".")[:i]) for i in range(2, len(name.split(".")))]  # packages run first
         todo.extend(m for m in sorted(_imports(text, package)) + parents if m not in seen)
     return dict(sorted(seen.items()))
+
+
+def checkpoint_fingerprint(source: str) -> list:
+    """Names, sizes and mtimes of a local checkpoint's weight/config files (an adapter's base's too): a retrained
+    checkpoint, or an adapter whose base was rebuilt, is evaluated again. Files only, no model library: the pipeline
+    and the studies key their runs with it without importing torch."""
+    if source == "tiny":
+        source = str(TINY_DIR)
+    p = Path(source)
+    if not p.is_dir():
+        return []
+    pats = ("*.safetensors", "*.bin", "*.pt", "*config.json")
+    files = sorted({f for pat in pats for f in p.glob(pat) if f.is_file()})
+    out = [[f.name, f.stat().st_size, f.stat().st_mtime_ns] for f in files]
+    adapter = p / "adapter_config.json"
+    if adapter.is_file():
+        base = json.loads(adapter.read_text()).get("base_model_name_or_path") or ""
+        if base and base != source:
+            out.append(["base", base, checkpoint_fingerprint(base)])
+    return out

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+TINY_DIR = REPO_ROOT / "checkpoints" / "tiny" / "base"  # the tiny profile's pretrained base model ("tiny")
 NOT_PROFILES = ("accelerate", "base")  # params/ folders that are no profile: launcher configs, shared defaults
 
 

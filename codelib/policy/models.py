@@ -20,6 +20,7 @@ from accelerate import PartialState
 from peft import LoraConfig, PeftModel, get_peft_model, prepare_model_for_kbit_training
 from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
 
+from codelib.plumbing.fingerprint import checkpoint_fingerprint  # noqa: F401 - importable from here
 from codelib.plumbing.params import resolve
 from codelib.policy.logprobs import activations_checkpointed
 from codelib.policy.tiny import (
@@ -136,25 +137,6 @@ def load_policy(name_or_path, load_in_4bit: bool = False, dtype=None, device_map
     if move_to:
         model.to(move_to)
     return model, tokenizer
-
-
-def checkpoint_fingerprint(source: str) -> list:
-    """Names, sizes and mtimes of a local checkpoint's weight/config files (an adapter's base's too): a retrained
-    checkpoint, or an adapter whose base was rebuilt, is evaluated again."""
-    if source == "tiny":
-        source = str(TINY_DIR)
-    p = Path(source)
-    if not p.is_dir():
-        return []
-    pats = ("*.safetensors", "*.bin", "*.pt", "*config.json")
-    files = sorted({f for pat in pats for f in p.glob(pat) if f.is_file()})
-    out = [[f.name, f.stat().st_size, f.stat().st_mtime_ns] for f in files]
-    adapter = p / "adapter_config.json"
-    if adapter.is_file():
-        base = json.loads(adapter.read_text()).get("base_model_name_or_path") or ""
-        if base and base != source:
-            out.append(["base", base, checkpoint_fingerprint(base)])
-    return out
 
 
 def rank_device_map(cuda: bool | None = None) -> dict:

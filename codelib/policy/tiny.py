@@ -20,10 +20,9 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 from transformers.utils import logging as hf_logging
 
+from codelib.plumbing.paths import REPO_ROOT, TINY_DIR  # noqa: F401 - REPO_ROOT: re-exported (models)
 from codelib.tasks import synthetic
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-TINY_DIR = REPO_ROOT / "checkpoints" / "tiny" / "base"
 BUILD_FILE = "tiny_build.json"  # the settings a cached tiny model was built with
 
 PAD, BOS, EOS = "<pad>", "<s>", "</s>"

@@ -54,6 +54,7 @@ from codelib.plumbing.params import (
 )
 from codelib.plumbing.paths import profiles
 from codelib.plumbing.progress import HEADLESS_ENV
+from codelib.runner.run_keys import train_key
 
 # stage -> Config class its params mirror (the order is the run order), from the one stage registry
 STAGES = {name: stage.config for name, stage in stage_registry.STAGES.items()}
@@ -348,8 +349,6 @@ def donor_key(stage: str, values: dict, notebook: Path) -> dict:
     stage that trains nothing."""
     if stage_registry.STAGES[stage].kind != "train" or not isinstance(values.get("stage"), str):
         return {}
-    from codelib.runner.run_keys import train_key  # its fingerprints import torch: only when a stage has trained
-
     return {"dir": values["stage"], "train": train_key(stage, values, notebook)}
 
 

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from codelib.plumbing import stages as stage_registry
-from codelib.plumbing.fingerprint import module_sources
+from codelib.plumbing.fingerprint import checkpoint_fingerprint, module_sources
 from codelib.plumbing.params import resolve
 
 
@@ -32,8 +32,6 @@ def stage_sources(stage: str) -> dict[str, str]:
 
 def run_key(stage: str, params: dict, notebook: Path) -> dict:
     """What decides a run's result: its params, its notebook, the codelib source it runs, the start checkpoint."""
-    from codelib.policy.models import checkpoint_fingerprint  # torch: only when a key is computed
-
     sources = stage_sources(stage)
     init = params.get("init") or params.get("model") or ""
     start = checkpoint_fingerprint(str(resolve(init))) if init and init != "tiny" and resolve(init).exists() else init

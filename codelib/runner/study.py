@@ -94,10 +94,7 @@ def find_trained(study: Study, run: Run, train: str) -> tuple[Path, Path] | None
     studies = study.checkpoints.parent  # checkpoints/<profile>/studies
     profile_dir = studies.parent  # checkpoints/<profile>
     for stamp_path in sorted((profile_dir / ".stamps").glob("*.json")):  # the pipeline's stages
-        try:
-            stamp = json.loads(stamp_path.read_text())
-        except (OSError, ValueError):
-            continue
+        stamp = pipeline._stamp(stamp_path)
         if stamp.get("train") != train or not isinstance(stamp.get("dir"), str):
             continue
         rdir = profile_dir / stamp["dir"]
@@ -108,10 +105,7 @@ def find_trained(study: Study, run: Run, train: str) -> tuple[Path, Path] | None
         other, name = stamp_path.parent.parent.name, stamp_path.stem
         if (other, name) == (study.name, run.name):
             continue
-        try:
-            stamp = json.loads(stamp_path.read_text())
-        except (OSError, ValueError):
-            continue
+        stamp = pipeline._stamp(stamp_path)
         if stamp.get("train") != train or stamp.get("status") != "finished":
             continue
         rdir, nb = studies / other / name, study.reports.parent / other / name / f"{run.stage}.ipynb"
@@ -120,11 +114,12 @@ def find_trained(study: Study, run: Run, train: str) -> tuple[Path, Path] | None
     return None
 
 
-def donor_name(rdir: Path) -> str:
-    """A donor run as a stamp's `reused_from` names it: <study>/<run>, or pipeline/<run directory>."""
+def donor_name(rdir: Path) -> tuple[str, str]:
+    """A donor run as a stamp's `reused_from` names it (<study>/<run>, or pipeline/<run directory>) and as the log
+    says it."""
     if rdir.parent.parent.name == "studies":
-        return f"{rdir.parent.name}/{rdir.name}"
-    return f"pipeline/{rdir.name}"
+        return f"{rdir.parent.name}/{rdir.name}", f"studies/{rdir.parent.name}/{rdir.name}"
+    return f"pipeline/{rdir.name}", f"the pipeline's {rdir.name}"
 
 
 def _adopt(donor: tuple[Path, Path], rdir: Path, out_nb: Path, stamp_path: Path, key: dict) -> None:
@@ -145,7 +140,7 @@ def _adopt(donor: tuple[Path, Path], rdir: Path, out_nb: Path, stamp_path: Path,
             **key,
             "status": "finished",
             "seconds": 0.0,
-            "reused_from": donor_name(src),
+            "reused_from": donor_name(src)[0],
             "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
         },
     )
@@ -234,9 +229,7 @@ def run_study(
         donor = find_trained(study, run, key["train"]) if reuse and not forced else None
         if donor is not None:
             _adopt(donor, rdir, out_nb, stamp_path, key)
-            where = donor_name(donor[0])
-            where = f"studies/{where}" if not where.startswith("pipeline/") else f"the pipeline's {where[9:]}"
-            log(f"{tag}: trained already as {where}; copied, not trained again")
+            log(f"{tag}: trained already as {donor_name(donor[0])[1]}; copied, not trained again")
             rows.append((run.name, "reused", 0.0))
             continue
         if stamp.get("key") != key["key"] or stamp.get("status") == "finished" or forced:
