@@ -2,7 +2,7 @@
 
 Each run is `python -m codelib.trainers.grpo` on the profile's shipped `04_grpo.yaml` (tiny: 32 tasks x 4 completions
 per step, 250 steps, from the pipeline's SFT adapter), in a process of its own as the pipeline starts it, with
-`backend=own` or `backend=trl`. `--set KEY=VALUE` adds an own-engine run with that override (e.g.
+`backend=own` or `backend=trl` (with the engine's speed options at the values TRL runs). `--set KEY=VALUE` adds an own-engine run with that override (e.g.
 `shared_prefix=true`; several, quoted and space-separated, make one run with all of them); `--steps` and `--all
 KEY=VALUE` change every run alike. Runs write under a temporary checkpoints root (the pipeline's runs stay untouched).
 Rounds alternate the order of the runs, so that a change of load hits all of them alike.
@@ -68,10 +68,14 @@ def _checked(pairs: list[str], flag: str) -> list[str]:
     return pairs
 
 
+# the own engine's options TRL refuses or ignores, at the values TRL runs (a profile may turn them on: tiny does)
+TRL_VALUES = ["old_logprobs=recompute", "minibatch_order=rows", "shared_prefix=false"]
+
+
 def runs(sets: list[str]) -> dict[str, list[str]]:
     """Run label -> the overrides it passes: own, trl, and one own run per --set (several space-separated
     KEY=VALUE in one --set are one run with all of them)."""
-    out = {"own": ["backend=own"], "trl": ["backend=trl"]}
+    out = {"own": ["backend=own"], "trl": ["backend=trl", *TRL_VALUES]}
     for s in sets:
         out[f"own {s}"] = ["backend=own", *_checked(s.split() or [s], "--set")]
     return out

@@ -94,6 +94,26 @@ def test_stage_bench_sums_each_runs_steps_and_divides_trls_time_by_it():
         stage.summarise([{"step": 1}])
 
 
+def test_stage_bench_runs_are_valid_configs_of_the_shipped_tiny_stage():
+    """The shipped tiny stage turns the engine's speed options on; TRL refuses two of them, so bench.stage's TRL run
+    sets them back (without that, its TRL run stops at the config check), and its own run is the stage as shipped."""
+    from bench import stage
+
+    from codelib.plumbing.params import load_config, parse_argv
+    from codelib.trainers import grpo
+
+    params = stage.ROOT / "params" / "tiny" / "04_grpo.yaml"
+
+    def config(overrides):
+        return load_config(grpo.Config, params, **parse_argv([str(params), *overrides])[1])
+
+    own, trl = (config(stage.runs([])[k]) for k in ("own", "trl"))
+    assert (own.backend, own.old_logprobs, own.minibatch_order, own.shared_prefix) == ("own", "sampler", "groups", True)
+    assert (trl.backend, trl.old_logprobs, trl.minibatch_order, trl.shared_prefix) == ("trl", "recompute", "rows", False)
+    with pytest.raises(ValueError, match="own-engine options"):
+        config(["backend=trl"])
+
+
 @pytest.mark.slow
 def test_stage_bench_runs_the_grpo_stage_on_both_backends(tmp_path, tiny_sft, capsys):
     """bench.stage end to end on one short step: the own engine and TRL's trainer each run the tiny GRPO params in a
@@ -101,7 +121,7 @@ def test_stage_bench_runs_the_grpo_stage_on_both_backends(tmp_path, tiny_sft, ca
     from bench import stage
 
     out = tmp_path / "stage.json"
-    args = ["--steps", "1", "--all", "prompts_per_step=2", "--all", "num_generations=2", "--all", "save_every=1"]
+    args = ["--steps", "1", "--all", "prompts_per_step=4", "--all", "num_generations=2", "--all", "save_every=1"]
     res = stage.main(args + ["--init", str(tiny_sft), "--json", str(out)])
     assert set(res) == {"own", "trl"} and all(r["steps"] == 1 and r["loop_s"] > 0 for r in res.values())
     assert all(r["wall_s"] > r["loop_s"] for r in res.values())  # the process also imported and loaded the model

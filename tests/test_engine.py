@@ -894,6 +894,8 @@ def test_trl_backend_reward_terms_dataset_and_args(monkeypatch):
         grpo.Config,
         params,
         backend="trl",
+        old_logprobs="recompute",  # the tiny stage's speed options are own-engine ones: TRL refuses them
+        minibatch_order="rows",
         num_iterations=2,
         beta=0.04,
         rewards={"pass": 1.0, "length": {"weight": 0.5}},
