@@ -98,7 +98,6 @@ def test_stage_bench_runs_are_valid_configs_of_the_shipped_tiny_stage():
     """The shipped tiny stage turns the engine's speed options on; TRL refuses two of them, so bench.stage's TRL run
     sets them back (without that, its TRL run stops at the config check), and its own run is the stage as shipped."""
     from bench import stage
-
     from codelib.plumbing.params import load_config, parse_argv
     from codelib.trainers import grpo
 
