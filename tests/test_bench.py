@@ -107,8 +107,18 @@ def test_stage_bench_runs_are_valid_configs_of_the_shipped_tiny_stage():
         return load_config(grpo.Config, params, **parse_argv([str(params), *overrides])[1])
 
     own, trl = (config(stage.runs([])[k]) for k in ("own", "trl"))
-    assert (own.backend, own.old_logprobs, own.minibatch_order, own.shared_prefix) == ("own", "sampler", "groups", True)
-    assert (trl.backend, trl.old_logprobs, trl.minibatch_order, trl.shared_prefix) == ("trl", "recompute", "rows", False)
+    assert (own.backend, own.old_logprobs, own.minibatch_order, own.shared_prefix) == (
+        "own",
+        "sampler",
+        "groups",
+        True,
+    )
+    assert (trl.backend, trl.old_logprobs, trl.minibatch_order, trl.shared_prefix) == (
+        "trl",
+        "recompute",
+        "rows",
+        False,
+    )
     with pytest.raises(ValueError, match="own-engine options"):
         config(["backend=trl"])
 
