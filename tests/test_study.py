@@ -306,14 +306,28 @@ def test_shipped_study_files_are_valid():
     assert s.seeds == [0, 1, 2] and len(s.runs) == 24
     alg = {r.arm: r.params for r in s.runs if r.seed == 0}
     # the shipped GRPO stage: four updates per rollout at a quarter of 1e-3; DAPO is it plus DAPO's parts, and the
-    # algorithm study's two arms are four_updates_lr's grpo_x4_lr4 and dapo_lr4 (the same params: their runs are copied)
+    # algorithm study's two arms are four_updates_lr's grpo_x4_lr4 and dapo_lr4 with the engine's speed options on
+    # (the stage's default since; four_updates_lr pins them off, as its runs trained); grpo_options' grpo_fast is
+    # the algorithm study's grpo (the same params: its runs are copied), its grpo the stage without the options
     assert (alg["grpo"]["steps_per_generation"], alg["grpo"]["learning_rate"]) == (4, 0.00025)
+    speed = {"old_logprobs": "sampler", "minibatch_order": "groups", "shared_prefix": True}
+    assert {k: alg["grpo"][k] for k in speed} == speed and {k: alg["dapo"][k] for k in speed} == speed
     lr4 = {r.arm: r.params for r in study.load_study("params/tiny/studies/four_updates_lr.yaml").runs if r.seed == 0}
     for arm, other in (("grpo", "grpo_x4_lr4"), ("dapo", "dapo_lr4")):
-        assert alg[arm] == {**lr4[other], "stage": alg[arm]["stage"]}, arm
+        assert alg[arm] == {**lr4[other], **speed, "stage": alg[arm]["stage"]}, arm
+    opts = {r.arm: r.params for r in study.load_study("params/tiny/studies/grpo_options.yaml").runs if r.seed == 0}
+    assert opts["grpo_fast"] == {**alg["grpo"], "stage": opts["grpo_fast"]["stage"]}
+    assert opts["grpo"] == {**lr4["grpo_x4_lr4"], "stage": opts["grpo"]["stage"]}
+    # TRL's arm runs without them (TRL refuses two), and is otherwise the engine's GRPO
+    assert {k: alg["grpo_trl"][k] for k in speed} == {
+        "old_logprobs": "recompute",
+        "minibatch_order": "rows",
+        "shared_prefix": False,
+    }
+    assert {k for k in alg["grpo"] if alg["grpo"][k] != alg["grpo_trl"][k]} == {"stage", "backend", *speed}
     # DAPO's parts, a study of their own, at 1e-3: its grpo is GRPO's one update per rollout (the setting the
-    # backends, grpo_samples and grpo_budget studies pin too), its dapo and grpo_x4 the algorithm study's DAPO and GRPO
-    # at four times their learning rate
+    # backends, grpo_samples and grpo_budget studies pin too), its dapo and grpo_x4 four_updates_lr's DAPO and GRPO
+    # (the algorithm study's without the speed options) at four times their learning rate
     parts = study.load_study("params/tiny/studies/dapo_parts.yaml")
     assert parts.seeds == s.seeds and len(parts.runs) == 15
     seed0 = {r.arm: r.params for r in parts.runs if r.seed == 0}
@@ -329,9 +343,8 @@ def test_shipped_study_files_are_valid():
         assert differ(a, b, runs, other) == {"stage", "learning_rate"}
         assert runs[a]["learning_rate"] == factor * (other or runs)[b]["learning_rate"]
 
-    lr_only("dapo", "dapo", 4, seed0, alg)
-    lr_only("grpo_x4", "grpo", 4, seed0, alg)
-    assert differ("grpo_trl", "grpo", alg) == {"stage", "backend"}
+    lr_only("dapo", "dapo_lr4", 4, seed0, lr4)
+    lr_only("grpo_x4", "grpo_x4_lr4", 4, seed0, lr4)
     assert differ("grpo_x4", "grpo") == {"stage", "steps_per_generation", "shared_prefix"}
     x4, dapo = seed0["grpo_x4"], seed0["dapo"]  # DAPO's updates per rollout, none of its other parts
     assert x4["steps_per_generation"] == dapo["steps_per_generation"] == 4
