@@ -2,10 +2,11 @@
 
 Each run is `python -m codelib.trainers.grpo` on the profile's shipped `04_grpo.yaml` (tiny: 32 tasks x 4 completions
 per step, 250 steps, from the pipeline's SFT adapter), in a process of its own as the pipeline starts it, with
-`backend=own` or `backend=trl` (with the engine's speed options at the values TRL runs). `--set KEY=VALUE` adds an own-engine run with that override (e.g.
-`shared_prefix=true`; several, quoted and space-separated, make one run with all of them); `--steps` and `--all
-KEY=VALUE` change every run alike. Runs write under a temporary checkpoints root (the pipeline's runs stay untouched).
-Rounds alternate the order of the runs, so that a change of load hits all of them alike.
+`backend=own` or `backend=trl` (with the engine's speed options at the values TRL runs, `TRL_VALUES`). `--set
+KEY=VALUE` adds an own-engine run with that override (e.g. `shared_prefix=true`; several, quoted and space-separated,
+make one run with all of them); `--steps` and `--all KEY=VALUE` change every run alike. Runs write under a temporary
+checkpoints root (the pipeline's runs stay untouched). Rounds alternate the order of the runs, so that a change of
+load hits all of them alike.
 
 Reported per run (summed over rounds): the training loop's time (the sum of the steps' `time_s` in metrics.jsonl:
 sampling, judging and the update, checkpoints included), the process's wall time (imports and model load as well),
