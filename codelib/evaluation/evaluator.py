@@ -30,7 +30,7 @@ import torch
 from codelib.evaluation.eval_sampling import EVAL_SAMPLING
 from codelib.evaluation.scoring import score_completions
 from codelib.evaluation.stats import bootstrap_ci, paired_difference, pass_at_k
-from codelib.plumbing.fingerprint import SCORE, code_hash
+from codelib.plumbing.fingerprint import SCORE, checkpoint_fingerprint, code_hash
 from codelib.plumbing.params import atomic_write_json, atomic_write_text, main_config, resolve, run_dir
 from codelib.plumbing.paths import eval_dir, report_dir  # noqa: F401 - their old home (now plumbing.paths)
 from codelib.policy import generation, models
@@ -137,7 +137,7 @@ def settings_for(cfg: EvalConfig, name: str, tasks: Sequence[Task]) -> dict:
     task_ids = hashlib.sha256("\n".join(t.task_id for t in tasks).encode()).hexdigest()[:16]
     return {
         "checkpoint": cfg.checkpoints[name],
-        "fingerprint": models.checkpoint_fingerprint(source),
+        "fingerprint": checkpoint_fingerprint(source),
         "dataset": cfg.dataset,
         "split": cfg.split,
         "limit": cfg.limit,

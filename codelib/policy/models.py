@@ -20,15 +20,14 @@ from accelerate import PartialState
 from peft import LoraConfig, PeftModel, get_peft_model, prepare_model_for_kbit_training
 from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
 
-from codelib.plumbing.fingerprint import checkpoint_fingerprint  # noqa: F401 - importable from here
 from codelib.plumbing.params import resolve
+from codelib.plumbing.paths import REPO_ROOT
 from codelib.policy.logprobs import activations_checkpointed
 from codelib.policy.tiny import (
     BOS,
     BUILD_FILE,
     EOS,
     PAD,
-    REPO_ROOT,
     TINY_DIR,
     TinyBuild,
     build_tiny_model,
@@ -56,7 +55,6 @@ __all__ = [
     "rank_device_map",
     "save_adapter",
     "starting_model_dir",
-    "checkpoint_fingerprint",
 ]
 
 # ---------------------------------------------------------------------------------------------------------------

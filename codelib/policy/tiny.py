@@ -20,7 +20,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 from transformers.utils import logging as hf_logging
 
-from codelib.plumbing.paths import REPO_ROOT, TINY_DIR  # noqa: F401 - REPO_ROOT: re-exported (models)
+from codelib.plumbing.paths import TINY_DIR
 from codelib.tasks import synthetic
 
 BUILD_FILE = "tiny_build.json"  # the settings a cached tiny model was built with

@@ -308,7 +308,7 @@ def run(
         values = params[stage] if stage in params else load_yaml(root / "params" / profile / f"{stage}.yaml")
         key = _digest(stage, json.dumps(values, sort_keys=True), notebook.read_text(), code_key(stage), upstream)
         stamp = stamps / f"{stage}.json"
-        last = _stamp(stamp)
+        last = read_stamp(stamp)
         current = last.get("key") == key
         # a change upstream invalidates every stage after it, and so does a rerun of it (its outputs were rewritten:
         # a run directory deleted and trained again): the chain carries each stage's last run
@@ -352,7 +352,7 @@ def donor_key(stage: str, values: dict, notebook: Path) -> dict:
     return {"dir": values["stage"], "train": train_key(stage, values, notebook)}
 
 
-def _stamp(stamp: Path) -> dict:
+def read_stamp(stamp: Path) -> dict:
     """A stage's stamp (its key, last run id, time), or {} if it has none."""
     try:
         return json.loads(stamp.read_text())

@@ -94,7 +94,7 @@ def find_trained(study: Study, run: Run, train: str) -> tuple[Path, Path] | None
     studies = study.checkpoints.parent  # checkpoints/<profile>/studies
     profile_dir = studies.parent  # checkpoints/<profile>
     for stamp_path in sorted((profile_dir / ".stamps").glob("*.json")):  # the pipeline's stages
-        stamp = pipeline._stamp(stamp_path)
+        stamp = pipeline.read_stamp(stamp_path)
         if stamp.get("train") != train or not isinstance(stamp.get("dir"), str):
             continue
         rdir = profile_dir / stamp["dir"]
@@ -105,7 +105,7 @@ def find_trained(study: Study, run: Run, train: str) -> tuple[Path, Path] | None
         other, name = stamp_path.parent.parent.name, stamp_path.stem
         if (other, name) == (study.name, run.name):
             continue
-        stamp = pipeline._stamp(stamp_path)
+        stamp = pipeline.read_stamp(stamp_path)
         if stamp.get("train") != train or stamp.get("status") != "finished":
             continue
         rdir, nb = studies / other / name, study.reports.parent / other / name / f"{run.stage}.ipynb"
