@@ -304,11 +304,14 @@ def test_shipped_study_files_are_valid():
         "rpo": "05_dpo",
     }
     assert s.seeds == [0, 1, 2] and len(s.runs) == 24
-    alg = {r.arm: r.params for r in s.runs if r.seed == 0}
+    # two runs at once, one torch thread each, in every arm (the thread count is part of a run's params: its key)
+    assert s.jobs == 2 and {r.params["threads"] for r in s.runs} == {1}
+    one = {r.arm: r.params for r in s.runs if r.seed == 0}
+    alg = {arm: {**p, "threads": 2} for arm, p in one.items()}  # the other studies' runs use the profile's two
     # the shipped GRPO stage: four updates per rollout at a quarter of 1e-3; DAPO is it plus DAPO's parts, and the
     # algorithm study's two arms are four_updates_lr's grpo_x4_lr4 and dapo_lr4 with the engine's speed options on
     # (the stage's default since; four_updates_lr pins them off, as its runs trained); grpo_options' grpo_fast is
-    # the algorithm study's grpo (the same params: its runs are copied), its grpo the stage without the options
+    # the algorithm study's grpo at the profile's two threads, its grpo the stage without the options
     assert (alg["grpo"]["steps_per_generation"], alg["grpo"]["learning_rate"]) == (4, 0.00025)
     speed = {"old_logprobs": "sampler", "minibatch_order": "groups", "shared_prefix": True}
     assert {k: alg["grpo"][k] for k in speed} == speed and {k: alg["dapo"][k] for k in speed} == speed
