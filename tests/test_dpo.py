@@ -448,3 +448,31 @@ def test_prepare_samples_judges_and_pairs_with_the_configured_settings(tmp_path,
         "max_new_tokens": 20,
         "gen_seed": 11,
     }
+
+
+def test_prepare_samples_the_candidates_at_the_runs_threads(tmp_path, monkeypatch):
+    """The notebook builds the preference data before `train` seeds the run: the candidates are still sampled at
+    the run's `threads` (torch's default instead would give other floats on a machine with another core count, and
+    runs trained at once would stall on each other's cores)."""
+    from codelib.trainers import dpo
+
+    monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path))
+    monkeypatch.delenv("CODELIB_THREADS", raising=False)
+    seen = []
+
+    class Loaded(Exception):
+        pass
+
+    def load_policy(init, **_):
+        seen.append(torch.get_num_threads())
+        raise Loaded
+
+    monkeypatch.setattr(dpo, "load_policy", load_policy)
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            with pytest.raises(Loaded):
+                dpo.prepare(dpo.Config(profile="test", init="tiny", limit=4, threads=threads))
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [1, 2]

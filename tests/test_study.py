@@ -4,6 +4,7 @@ study files, resume after a kill, and a smoke study (2 arms x 2 seeds) run end t
 import copy
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -304,14 +305,11 @@ def test_shipped_study_files_are_valid():
         "rpo": "05_dpo",
     }
     assert s.seeds == [0, 1, 2] and len(s.runs) == 24
-    # two runs at once, one torch thread each, in every arm (the thread count is part of a run's params: its key)
-    assert s.jobs == 2 and {r.params["threads"] for r in s.runs} == {1}
-    one = {r.arm: r.params for r in s.runs if r.seed == 0}
-    alg = {arm: {**p, "threads": 2} for arm, p in one.items()}  # the other studies' runs use the profile's two
+    alg = {r.arm: r.params for r in s.runs if r.seed == 0}
     # the shipped GRPO stage: four updates per rollout at a quarter of 1e-3; DAPO is it plus DAPO's parts, and the
     # algorithm study's two arms are four_updates_lr's grpo_x4_lr4 and dapo_lr4 with the engine's speed options on
     # (the stage's default since; four_updates_lr pins them off, as its runs trained); grpo_options' grpo_fast is
-    # the algorithm study's grpo at the profile's two threads, its grpo the stage without the options
+    # the algorithm study's grpo (the same params: its runs are copied), its grpo the stage without the options
     assert (alg["grpo"]["steps_per_generation"], alg["grpo"]["learning_rate"]) == (4, 0.00025)
     speed = {"old_logprobs": "sampler", "minibatch_order": "groups", "shared_prefix": True}
     assert {k: alg["grpo"][k] for k in speed} == speed and {k: alg["dapo"][k] for k in speed} == speed
@@ -680,8 +678,12 @@ def test_jobs_train_runs_at_once_and_a_failed_run_stops_no_other(tmp_path, monke
     calls: list[str] = []
     inner = recorder(calls)
 
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    policies = []
+
     def execute(stage, params, notebook, out_nb):
         together.wait()
+        policies.append(os.environ.get("OMP_WAIT_POLICY"))  # what a run's kernel inherits
         if params["stage"].endswith("b-seed0"):
             raise ValueError("b-seed0 failed")
         inner(stage, params, notebook, out_nb)
@@ -689,12 +691,27 @@ def test_jobs_train_runs_at_once_and_a_failed_run_stops_no_other(tmp_path, monke
     with pytest.raises(ValueError, match="b-seed0 failed"):
         study.run_study(path, execute=execute, evaluate=False, summarise=False, log=lambda *_: None)
     assert sorted(calls) == ["a-seed0", "a-seed1", "b-seed1"]  # the failure stopped no other run
+    # runs at once get torch threads that sleep while they wait (not spin on the cores the other runs need); the
+    # study's own process gets its environment back
+    assert policies == ["PASSIVE"] * 4 and "OMP_WAIT_POLICY" not in os.environ
     stamps = tmp_path / "checkpoints/smoke/studies/s/.stamps"
     status = {p.stem: json.loads(p.read_text())["status"] for p in stamps.glob("*.json")}
     assert status == {"a-seed0": "finished", "a-seed1": "finished", "b-seed0": "started", "b-seed1": "finished"}
-    calls.clear()  # resumed one job at a time: only the failed run trains again
-    rows = study.run_study(path, execute=recorder(calls), evaluate=False, summarise=False, log=lambda *_: None, jobs=1)
+    calls.clear()  # resumed one job at a time: only the failed run trains again, its threads as configured
+    seen = []
+    one = recorder(calls)
+
+    def execute_one(*args):
+        seen.append(os.environ.get("OMP_WAIT_POLICY"))
+        one(*args)
+
+    rows = study.run_study(path, execute=execute_one, evaluate=False, summarise=False, log=lambda *_: None, jobs=1)
     assert calls == ["b-seed0"] and sorted(st for _, st, _ in rows) == ["ran", "skipped", "skipped", "skipped"]
+    assert seen == [None]
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # a policy the user set is theirs
+    policies.clear()
+    study.run_study(path, execute=execute, evaluate=False, summarise=False, log=lambda *_: None, force=["a"])
+    assert policies == ["ACTIVE", "ACTIVE"] and os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
     with pytest.raises(study.StudyError, match="jobs is how many runs train at once"):
         study.load_study(write_study(tmp_path, {**data, "jobs": 0}))
 

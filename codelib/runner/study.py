@@ -272,9 +272,17 @@ def run_study(
             os.environ["PYTHONPATH"] = os.pathsep.join(
                 [str(REPO_ROOT), pythonpath] if pythonpath else [str(REPO_ROOT)]
             )
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            futures = [pool.submit(train, item) for item in todo]
-            errors = [f.exception() for f in futures if f.exception() is not None]
+        # N runs' torch threads share the cores: threads that spin while waiting for work (OpenMP's default) take
+        # the cores the other runs need, threads that sleep do not. The thread count, and so every float, is unchanged.
+        wait_policy = os.environ.get("OMP_WAIT_POLICY")
+        os.environ["OMP_WAIT_POLICY"] = wait_policy or "PASSIVE"
+        try:
+            with ThreadPoolExecutor(max_workers=jobs) as pool:
+                futures = [pool.submit(train, item) for item in todo]
+                errors = [f.exception() for f in futures if f.exception() is not None]
+        finally:
+            if wait_policy is None:
+                del os.environ["OMP_WAIT_POLICY"]
         if errors:
             raise errors[0]
         rows += [f.result() for f in futures]

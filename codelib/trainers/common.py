@@ -99,6 +99,11 @@ def seed_everything(seed: int, threads: int = 0) -> None:
     floats then differ from a 2-thread run's in the last bits)."""
     random.seed(seed)
     torch.manual_seed(seed)
+    set_threads(threads)
+
+
+def set_threads(threads: int = 0) -> None:
+    """torch's CPU threads from CODELIB_THREADS when set, else `threads` (0: leave torch's default)."""
     threads = int(os.environ.get("CODELIB_THREADS") or threads or 0)
     if threads:
         torch.set_num_threads(threads)

@@ -22,7 +22,7 @@ from codelib.plumbing import checkpoints
 from codelib.plumbing.params import ParamsError, atomic_write_json, config_to_dict, main_train, read_jsonl, resolve
 from codelib.policy.models import load_policy, lora_config, starting_model_dir
 from codelib.tasks import load_tasks
-from codelib.trainers.common import SamplingConfig, check_init, seed_everything, train_trl, trainer_args
+from codelib.trainers.common import SamplingConfig, check_init, seed_everything, set_threads, train_trl, trainer_args
 
 
 @dataclass
@@ -86,7 +86,9 @@ class SampledIdsDPOTrainer(DPOTrainer):
 
 
 def prepare(cfg: Config) -> dict:
-    """Candidates, annotation and preference pairs in the run dir; returns the manifest."""
+    """Candidates, annotation and preference pairs in the run dir; returns the manifest. Sampled at the run's
+    `threads` (the notebook calls this before `train` seeds the run and sets them)."""
+    set_threads(cfg.threads)
     out = cfg.run_dir
     out.mkdir(parents=True, exist_ok=True)
     tasks = load_tasks(cfg.dataset, cfg.split)[: cfg.limit or None]
