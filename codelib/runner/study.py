@@ -274,14 +274,14 @@ def run_study(
             )
         # N runs' torch threads share the cores: threads that spin while waiting for work (OpenMP's default) take
         # the cores the other runs need, threads that sleep do not. The thread count, and so every float, is unchanged.
-        wait_policy = os.environ.get("OMP_WAIT_POLICY")
-        os.environ["OMP_WAIT_POLICY"] = wait_policy or "PASSIVE"
+        ours = "OMP_WAIT_POLICY" not in os.environ  # a policy the user set stays theirs
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         try:
             with ThreadPoolExecutor(max_workers=jobs) as pool:
                 futures = [pool.submit(train, item) for item in todo]
                 errors = [f.exception() for f in futures if f.exception() is not None]
         finally:
-            if wait_policy is None:
+            if ours:
                 del os.environ["OMP_WAIT_POLICY"]
         if errors:
             raise errors[0]

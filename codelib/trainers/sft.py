@@ -11,11 +11,9 @@ completion-only loss for prompt/completion datasets). Writes to checkpoints/<pro
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
 from datasets import Dataset
 from trl import SFTConfig, SFTTrainer
 
@@ -24,7 +22,7 @@ from codelib.plumbing import checkpoints
 from codelib.plumbing.params import atomic_write_json, config_to_dict, main_train
 from codelib.policy.models import load_policy, lora_config
 from codelib.tasks import load_tasks
-from codelib.trainers.common import StageConfig, check_init, train_trl, trainer_args
+from codelib.trainers.common import StageConfig, check_init, set_threads, train_trl, trainer_args
 
 
 @dataclass
@@ -67,9 +65,7 @@ def train(cfg: Config, tasks: list | None = None) -> Path:
     """Fine-tune `cfg.init` with LoRA on prompt -> canonical solution; return the run directory. tasks: train on
     these instead of the configured split (the repair stage's SFT with repair examples)."""
     check_init(cfg)
-    threads = int(os.environ.get("CODELIB_THREADS") or cfg.threads or 0)  # CODELIB_THREADS: a shared machine
-    if threads:
-        torch.set_num_threads(threads)
+    set_threads(cfg.threads)  # (or CODELIB_THREADS: a shared machine)
     out = cfg.run_dir
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / "config.json", {"stage": "sft", **config_to_dict(cfg)})
