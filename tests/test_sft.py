@@ -86,3 +86,37 @@ def test_a_trl_run_resumes_only_checkpoints_of_its_own_settings_and_data(tmp_pat
     assert trl_resume_point(tmp_path, "a/" + data_digest([1, 2])) == str(tmp_path / "checkpoint-3")
     assert trl_resume_point(tmp_path, "a/" + data_digest([1, 3])) is None  # the same settings, other rows
     assert not (tmp_path / "checkpoint-3").exists() and (tmp_path / "checkpoint.previous" / "checkpoint-3").exists()
+
+
+def test_a_resume_at_another_thread_count_says_its_floats_differ(tmp_path, capsys):
+    """The thread count is part of a run's floats: a checkpoint records it, and a resume at another count goes on
+    but says so, with the setting that reproduces the uninterrupted run (own loops and TRL-based stages alike)."""
+    import torch
+
+    from codelib.plumbing.checkpoints import load_checkpoint, save_checkpoint, trl_resume_point
+
+    before = torch.get_num_threads()
+    model = torch.nn.Linear(2, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    try:
+        torch.set_num_threads(2)
+        save_checkpoint(tmp_path, model, opt, step=3, fingerprint="f")
+        assert load_checkpoint(tmp_path, model, opt, fingerprint="f")[0] == 3
+        assert "threads" not in capsys.readouterr().out  # the same count: nothing to say
+        torch.set_num_threads(1)
+        assert load_checkpoint(tmp_path, model, opt, fingerprint="f")[0] == 3  # it still resumes
+        said = capsys.readouterr().out
+        assert "resuming at 1 torch threads" in said and "written at 2" in said and "threads: 2" in said
+        # a TRL-based run: resume.json records the count of the start that wrote its checkpoints
+        trl = tmp_path / "trl"
+        trl.mkdir()
+        torch.set_num_threads(2)
+        assert trl_resume_point(trl, "a") is None  # a fresh start records 2
+        (trl / "checkpoint-4").mkdir()
+        assert trl_resume_point(trl, "a") == str(trl / "checkpoint-4")
+        assert "threads" not in capsys.readouterr().out
+        torch.set_num_threads(1)
+        assert trl_resume_point(trl, "a") == str(trl / "checkpoint-4")
+        assert "resuming at 1 torch threads" in capsys.readouterr().out
+    finally:
+        torch.set_num_threads(before)

@@ -12,12 +12,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from codelib.engine.repair import MODES, run_episodes
 from codelib.evaluation.eval_sampling import EVAL_SAMPLING
 from codelib.evaluation.stats import bootstrap_ci, paired_difference, pass_at_k
 from codelib.plumbing.paths import run_dir
+from codelib.plumbing.threads import set_threads
 from codelib.reports.repair import PROBE, write_report
 from codelib.tasks import Task, load_tasks
 
@@ -123,8 +123,7 @@ def evaluate(cfg, force: bool = False) -> dict[str, dict]:
     from codelib.evaluation.evaluator import checkpoint_source
     from codelib.policy.models import load_policy
 
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
+    set_threads(cfg.threads)  # (or CODELIB_THREADS: a shared machine)
     results: dict[str, dict] = {}
     total, k = len(eval_sets(cfg)) * len(cfg.eval_checkpoints), 0
     for which, (dataset, split, limit) in eval_sets(cfg).items():

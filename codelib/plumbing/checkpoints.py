@@ -1,7 +1,8 @@
 """Checkpoints of our own loops that resume exactly: trainable weights, optimizer, RNG states, step.
 
 A checkpoint records a fingerprint of the settings that shape training; one written under other settings, or past
-the step a run now stops at, is set aside (`checkpoint.previous`) and the run starts over.
+the step a run now stops at, is set aside (`checkpoint.previous`) and the run starts over. It also records torch's
+thread count: a run resumed at another count goes on, and says that its floats no longer match an uninterrupted run's.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import torch
 
 from codelib.plumbing.paths import atomic_write_json
+from codelib.plumbing.threads import note_resume
 
 # settings that may change between a stop and a resume (`steps`: a run can be extended)
 OPERATIONAL = {"save_every", "report_to", "threads", "processes", "workers", "timeout_s", "steps"}
@@ -43,6 +45,7 @@ def save_checkpoint(
         "extra": extra or {},
         "modules": {k: m.state_dict() for k, m in (extra_modules or {}).items()},
         "fingerprint": fingerprint,
+        "threads": torch.get_num_threads(),
     }
     torch.save(state, tmp / "state.pt")
     old = run_dir / "checkpoint.old"
@@ -75,6 +78,7 @@ def load_checkpoint(
         shutil.rmtree(run_dir / "checkpoint.previous", ignore_errors=True)
         os.replace(path.parent, run_dir / "checkpoint.previous")
         return 0, {}
+    note_resume(run_dir, state.get("threads"))
     params = dict(model.named_parameters())
     with torch.no_grad():
         for k, v in state["trainable"].items():
@@ -104,7 +108,8 @@ def trl_resume_point(run_dir: Path, fingerprint: str) -> str | None:
     TRL resumes whatever `checkpoint-N` it finds; ours first checks that the run's checkpoints were written under
     `fingerprint` (its settings and its training rows: a DPO run whose pairs were rebuilt differently is another
     run). Checkpoints written under another fingerprint, or by a run that recorded none, are moved into
-    `checkpoint.previous/` and the run starts over. The fingerprint is recorded (`resume.json`) before training.
+    `checkpoint.previous/` and the run starts over. The fingerprint and torch's thread count are recorded
+    (`resume.json`) before training; a resume at another thread count says so.
     Under several processes (accelerate, torchrun) every one reads the directory first, then the main one changes
     it, so all of them take the same decision."""
     from accelerate import PartialState
@@ -114,9 +119,10 @@ def trl_resume_point(run_dir: Path, fingerprint: str) -> str | None:
     last = ckpts[-1] if ckpts else None
     stamp = run_dir / "resume.json"
     try:
-        old = json.loads(stamp.read_text()).get("fingerprint")
+        recorded = json.loads(stamp.read_text())
     except (OSError, ValueError):
-        old = None
+        recorded = {}
+    old = recorded.get("fingerprint")
     stale = last is not None and old != fingerprint
     state.wait_for_everyone()
     if state.is_main_process:
@@ -130,7 +136,9 @@ def trl_resume_point(run_dir: Path, fingerprint: str) -> str | None:
             previous.mkdir()
             for p in ckpts:
                 os.replace(p, previous / p.name)
-        atomic_write_json(stamp, {"fingerprint": fingerprint})
+        if not stale and last is not None:
+            note_resume(run_dir, recorded.get("threads"))
+        atomic_write_json(stamp, {"fingerprint": fingerprint, "threads": torch.get_num_threads()})
     state.wait_for_everyone()
     return None if stale or last is None else str(last)
 

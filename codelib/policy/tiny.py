@@ -21,6 +21,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 from transformers.utils import logging as hf_logging
 
 from codelib.plumbing.paths import TINY_DIR
+from codelib.plumbing.threads import set_threads
 from codelib.tasks import synthetic
 
 BUILD_FILE = "tiny_build.json"  # the settings a cached tiny model was built with
@@ -169,7 +170,7 @@ def build_tiny_model(
     log = print if verbose else None
     started = time.time()
     threads = torch.get_num_threads()
-    torch.set_num_threads(int(os.environ.get("CODELIB_THREADS") or cfg.threads))  # CODELIB_THREADS: a shared machine
+    set_threads(cfg.threads)  # (or CODELIB_THREADS: a shared machine)
     try:
         train, _ = synthetic.generate(seed=cfg.seed, n_train=cfg.n_train, n_test=0)
         texts = tiny_texts(train)

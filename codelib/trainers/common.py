@@ -11,7 +11,6 @@ algorithms themselves (advantages, losses, the update) live in each trainer's ow
 from __future__ import annotations
 
 import math
-import os
 import random
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ from codelib.algorithms.advantages import zero_std_groups
 from codelib.engine import metrics, rewards, rollout
 from codelib.plumbing import checkpoints
 from codelib.plumbing.params import atomic_write_json, config_to_dict
+from codelib.plumbing.threads import set_threads  # noqa: F401 (trainers import it from here)
 from codelib.policy.distributed import refuse_sharded_loop, save_gathered
 from codelib.policy.models import adapters_fp32, add_lora, policy_problem
 from codelib.tasks import load_tasks
@@ -100,13 +100,6 @@ def seed_everything(seed: int, threads: int = 0) -> None:
     random.seed(seed)
     torch.manual_seed(seed)
     set_threads(threads)
-
-
-def set_threads(threads: int = 0) -> None:
-    """torch's CPU threads from CODELIB_THREADS when set, else `threads` (0: leave torch's default)."""
-    threads = int(os.environ.get("CODELIB_THREADS") or threads or 0)
-    if threads:
-        torch.set_num_threads(threads)
 
 
 def check_finite(loss: torch.Tensor, step: int) -> None:
