@@ -12,24 +12,21 @@ import os
 import torch
 
 
-def set_threads(threads: int = 0) -> int:
-    """torch's CPU threads from CODELIB_THREADS when set, else `threads` (0: leave torch's default); returns the count
-    torch now uses."""
+def set_threads(threads: int = 0) -> None:
+    """torch's CPU threads from CODELIB_THREADS when set, else `threads` (0: leave torch's default)."""
     threads = int(os.environ.get("CODELIB_THREADS") or threads or 0)
     if threads:
         torch.set_num_threads(threads)
-    return torch.get_num_threads()
 
 
-def note_resume(where, saved: int | None) -> bool:
+def note_resume(where, saved: int | None) -> None:
     """Print a line when a run resumes at another thread count than its checkpoint was written at (`saved`; None: a
-    checkpoint that recorded none). Returns whether the counts differ."""
+    checkpoint that recorded none)."""
     now = torch.get_num_threads()
     if saved is None or int(saved) == now:
-        return False
+        return
     print(
         f"{where}: resuming at {now} torch threads, but the checkpoint was written at {saved}: training goes on, but "
         f"its floats differ from an uninterrupted run's. To reproduce that run, resume with threads: {saved} in the "
         f"params (or CODELIB_THREADS={saved})."
     )
-    return True

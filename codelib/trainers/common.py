@@ -24,7 +24,7 @@ from codelib.algorithms.advantages import zero_std_groups
 from codelib.engine import metrics, rewards, rollout
 from codelib.plumbing import checkpoints
 from codelib.plumbing.params import atomic_write_json, config_to_dict
-from codelib.plumbing.threads import set_threads  # noqa: F401 (trainers import it from here)
+from codelib.plumbing.threads import set_threads
 from codelib.policy.distributed import refuse_sharded_loop, save_gathered
 from codelib.policy.models import adapters_fp32, add_lora, policy_problem
 from codelib.tasks import load_tasks

@@ -20,9 +20,10 @@ from codelib.engine.candidates import RANKING, PairRule, annotate, build_prefere
 from codelib.engine.metrics import trainer_callback
 from codelib.plumbing import checkpoints
 from codelib.plumbing.params import ParamsError, atomic_write_json, config_to_dict, main_train, read_jsonl, resolve
+from codelib.plumbing.threads import set_threads
 from codelib.policy.models import load_policy, lora_config, starting_model_dir
 from codelib.tasks import load_tasks
-from codelib.trainers.common import SamplingConfig, check_init, seed_everything, set_threads, train_trl, trainer_args
+from codelib.trainers.common import SamplingConfig, check_init, seed_everything, train_trl, trainer_args
 
 
 @dataclass

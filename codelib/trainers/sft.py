@@ -20,9 +20,10 @@ from trl import SFTConfig, SFTTrainer
 from codelib.engine.metrics import trainer_callback
 from codelib.plumbing import checkpoints
 from codelib.plumbing.params import atomic_write_json, config_to_dict, main_train
+from codelib.plumbing.threads import set_threads
 from codelib.policy.models import load_policy, lora_config
 from codelib.tasks import load_tasks
-from codelib.trainers.common import StageConfig, check_init, set_threads, train_trl, trainer_args
+from codelib.trainers.common import StageConfig, check_init, train_trl, trainer_args
 
 
 @dataclass
