@@ -135,3 +135,27 @@ def test_nbstripout_would_change_nothing():
         [sys.executable, "-m", "nbstripout", "--verify", *map(str, NOTEBOOKS)], capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_committed_notebooks_are_what_make_notebooks_writes():
+    """A notebook's parameters cell shows its profile's values (what it trains when run by hand in JupyterLab), so a
+    changed default or params file must reach the committed notebooks: `python tools/make_notebooks.py` rewrites
+    them; here each is built in memory and compared with the committed file."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_notebooks", REPO_ROOT / "tools/make_notebooks.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    from codelib.pipeline import STAGES
+
+    books = dict(tool.NOTEBOOKS)
+    for stage, config in STAGES.items():
+        if stage not in books and config.startswith("codelib.trainers."):
+            books[stage] = tool.trainer_notebook(stage, config)
+    stale = [
+        name
+        for name, args in books.items()
+        if json.loads(nbformat.writes(tool.notebook(*args)))
+        != json.loads((REPO_ROOT / "notebooks" / f"{name}.ipynb").read_text())
+    ]
+    assert not stale, f"stale notebooks {stale}: run python tools/make_notebooks.py"

@@ -1023,3 +1023,61 @@ def test_make_compare_trains_a_run_whose_params_changed(tmp_path, monkeypatch):
     assert comparison.stage_module(Path("variants/03_ppo_kl_k2.yaml")) == "codelib.trainers.ppo"
     with pytest.raises(ValueError, match="a training stage's number"):
         comparison.stage_module(Path("06_eval.yaml"))
+
+
+def test_a_run_trained_by_make_compare_or_a_study_is_trained_once(tmp_path, monkeypatch):
+    """`make compare` trains each run through its stage's notebook and records its `train` key: a study's run of
+    the same params (but its directory), notebook, code and start is copied from it, and the other way round, a
+    comparison run a study already trained is copied, not trained again."""
+    from codelib.reports import comparison
+
+    monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "checkpoints"))
+    monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "reports"))
+    base = REPO_ROOT / "params/smoke/02_reinforce.yaml"
+    (tmp_path / "02_reinforce_lr.yaml").write_text(f"extends: {base}\nstage: rf_lr\ninit: tiny\nlearning_rate: 0.5\n")
+    (tmp_path / "02_reinforce_b.yaml").write_text(f"extends: {base}\nstage: rf_b\ninit: tiny\nbatch_size: 4\n")
+    spec = tmp_path / "comparison.yaml"
+    spec.write_text("eval: 06_eval.yaml\nruns:\n  rf_lr: 02_reinforce_lr.yaml\n")
+    ran = []
+
+    def execute(stage, params, notebook, out_nb):  # what a training notebook leaves behind
+        ran.append((stage, params["stage"], notebook.name))
+        run = checkpoints_root() / params["profile"] / params["stage"]
+        run.mkdir(parents=True, exist_ok=True)
+        (run / "weights").write_text(f"lr {params['learning_rate']} batch {params['batch_size']}")
+        out_nb.parent.mkdir(parents=True, exist_ok=True)
+        out_nb.write_text(json.dumps({"ran": params["stage"]}))
+
+    said = []
+    assert comparison.train_missing(spec, execute=execute, log=said.append) == ["rf_lr"]
+    assert ran == [("02_reinforce", "rf_lr", "02_reinforce.ipynb")]  # the stage's notebook, with the file's values
+    done = json.loads((tmp_path / "checkpoints/smoke/rf_lr/done.json").read_text())
+    assert done["notebook"] == "comparison/rf_lr.ipynb" and len(done["train"]) == 16
+    assert (tmp_path / "reports/smoke/comparison/rf_lr.ipynb").exists()
+    assert comparison.train_missing(spec, execute=execute, log=said.append) == [] and len(ran) == 1  # current
+
+    # the study's seed-0 run of the same params is the comparison's run, copied; the other arm trains
+    arms = {
+        "lr": {"stage": "02_reinforce", "params": {"init": "tiny", "learning_rate": 0.5}},
+        "b": {"stage": "02_reinforce", "params": {"init": "tiny", "batch_size": 4}},
+    }
+    data = {**TWO_ARMS, "seeds": [0], "arms": arms}
+    calls, said = [], []
+    go = dict(evaluate=False, summarise=False)
+    rows = study.run_study(write_study(tmp_path, data, "s"), execute=recorder(calls), log=said.append, **go)
+    assert calls == ["b-seed0"] and dict((n, st) for n, st, _ in rows)["lr-seed0"] == "reused"
+    assert any("lr-seed0: trained already as the comparison's rf_lr; copied" in line for line in said)
+    got = tmp_path / "checkpoints/smoke/studies/s/lr-seed0"
+    assert (got / "weights").read_text() == "lr 0.5 batch 16"
+    assert json.loads((got.parent / ".stamps/lr-seed0.json").read_text())["reused_from"] == "comparison/rf_lr"
+    assert (tmp_path / "reports/smoke/studies/s/lr-seed0/02_reinforce.ipynb").read_text() == '{"ran": "rf_lr"}'
+
+    # a comparison run the study trained first is copied from the study
+    spec.write_text("eval: 06_eval.yaml\nruns:\n  rf_lr: 02_reinforce_lr.yaml\n  rf_b: 02_reinforce_b.yaml\n")
+    said = []
+    assert comparison.train_missing(spec, execute=execute, log=said.append) == ["rf_b"] and len(ran) == 1
+    assert any("rf_b: trained already as studies/s/b-seed0; copied" in line for line in said)
+    assert (tmp_path / "checkpoints/smoke/rf_b/progress").exists()  # the study's run directory, copied
+    done = json.loads((tmp_path / "checkpoints/smoke/rf_b/done.json").read_text())
+    assert done["reused_from"] == "s/b-seed0" and done["notebook"] == "comparison/rf_b.ipynb"
+    assert comparison.train_missing(spec, execute=execute, log=said.append) == []

@@ -244,15 +244,22 @@ def write_comparison(
     return df
 
 
-def stage_module(params_file: Path) -> str:
-    """The trainer module a training params file runs: from its stage number (02_reinforce_rloo -> 02_reinforce)."""
+def stage_of(params_file: Path) -> str:
+    """The training stage a params file configures: from its number (variants/02_reinforce_rloo -> 02_reinforce)."""
     from codelib.plumbing.stages import STAGES
 
     number = params_file.name[:2]
     for name, stage in STAGES.items():
         if name.startswith(number) and stage.kind == "train":
-            return stage.config.rsplit(".", 1)[0]
+            return name
     raise ValueError(f"{params_file}: its name must start with a training stage's number (01-05)")
+
+
+def stage_module(params_file: Path) -> str:
+    """The trainer module a training params file runs (02_reinforce_rloo -> codelib.trainers.reinforce)."""
+    from codelib.plumbing.stages import STAGES
+
+    return STAGES[stage_of(params_file)].config.rsplit(".", 1)[0]
 
 
 def run_fingerprint(params_file: Path) -> str:
@@ -292,33 +299,54 @@ def _finished(run: Path) -> bool:
     return bool(ckpts) and trainer_state_end(ckpts[-1]) > 0
 
 
-def train_missing(spec: Path, dry_run: bool = False) -> list[str]:
+def train_missing(spec: Path, dry_run: bool = False, execute=None, log=print) -> list[str]:
     """Train every run of a comparison spec (`runs: name -> params file`) that has no current run: no done.json, or
-    one written for other params. Each run trains in its own process (as `python -m <trainer> <params>`), resuming
-    from its last checkpoint if it stopped; done.json is written when it finished. Returns the names trained."""
-    import subprocess
+    one written for other params. Each run is its stage's notebook executed by papermill with the params file's
+    values (as the pipeline and the studies run theirs), the executed copy in reports/<profile>/comparison/<name>.ipynb;
+    it resumes from its last checkpoint if it stopped. A run a study or the pipeline already trained with the same
+    params (but its directory), notebook, code and start (`run_keys.find_donor`) is copied instead. done.json records
+    the run's `train` key, so a study copies it in turn. `execute(stage, params, notebook, out_nb)` runs a notebook
+    (default: `pipeline.run_stage`; tests replace it). Returns the names trained or copied."""
+    import os
 
-    from codelib.plumbing.params import load_yaml, resolve
+    from codelib.plumbing.params import REPO_ROOT, atomic_write_json, load_yaml, resolve
+    from codelib.plumbing.progress import HEADLESS_ENV
+    from codelib.runner import pipeline, run_keys
 
+    execute = execute or pipeline.run_stage
     cfg = load_yaml(spec)
     trained = []
     for name, rel in cfg["runs"].items():
         params_file = (spec.parent / rel).resolve()
         merged = load_yaml(params_file)
-        run = resolve(f"checkpoints/{merged.get('profile', 'tiny')}/{merged.get('stage', name)}")
+        profile = merged.get("profile", "tiny")
+        run = resolve(f"checkpoints/{profile}/{merged.get('stage', name)}")
         done = run / "done.json"
         fp = run_fingerprint(params_file)
         if done.exists() and json.loads(done.read_text()).get("params") == fp or same_config(run, params_file):
-            print(f"[compare] {name}: current ({run}), kept")
+            log(f"[compare] {name}: current ({run}), kept")
             continue
-        print(f"[compare] {name}: training ({rel})", flush=True)
         trained.append(name)
         if dry_run:
+            log(f"[compare] {name}: to train ({rel})")
             continue
-        subprocess.run([sys.executable, "-m", stage_module(params_file), str(params_file)], check=True)
-        from codelib.plumbing.params import atomic_write_json
-
-        atomic_write_json(done, {"params": fp, "file": str(rel)})
+        stage = stage_of(params_file)
+        notebook = REPO_ROOT / "notebooks" / f"{stage}.ipynb"
+        key = run_keys.run_key(stage, merged, notebook)
+        reports = reports_root() / profile
+        out_nb = reports / "comparison" / f"{name}.ipynb"
+        record = {"params": fp, "file": str(rel), "train": key["train"], "notebook": f"comparison/{name}.ipynb"}
+        donor = run_keys.find_donor(run.parent, reports, stage, key["train"], exclude=run)
+        if donor is not None:
+            log(f"[compare] {name}: trained already as {donor.said}; copied, not trained again")
+            run_keys.copy_run(donor, run, out_nb)
+            atomic_write_json(done, {**record, "reused_from": donor.name})
+            continue
+        log(f"[compare] {name}: training ({rel}): {notebook.name} -> {out_nb}")
+        os.environ.update(HEADLESS_ENV)  # widgets print, bars print lines (codelib.plumbing.progress)
+        done.unlink(missing_ok=True)
+        execute(stage, merged, notebook, out_nb)
+        atomic_write_json(done, record)
     return trained
 
 
@@ -326,9 +354,8 @@ def main(argv: list[str] | None = None) -> None:
     """`python -m codelib.comparison EVAL_PARAMS.yaml`: evaluate the checkpoints of an eval params file (their results
     table under reports/<profile>/<file stem>/, so the profile's own results.md is left alone), then write the
     comparison of every evaluated checkpoint, reports/<profile>/comparison.md."""
-    import subprocess
-
     from codelib.plumbing.params import USER_ERRORS, ParamsError, fail, load_yaml
+    from codelib.runner.pipeline import StageFailed
 
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in ("-h", "--help"):
@@ -350,10 +377,11 @@ def main(argv: list[str] | None = None) -> None:
             argv = [str((Path(argv[0]).parent / spec["eval"]).resolve()), *argv[1:]]
         cfg = main_config(evaluator.EvalConfig, argv, command="python -m codelib.comparison")
         evaluator.evaluate(cfg, reports=reports_root() / cfg.profile / Path(argv[0]).stem)
-    except (*USER_ERRORS, ValueError) as e:
+    except (*USER_ERRORS, ValueError, StageFailed) as e:  # StageFailed: a run's notebook failed (its cell named)
         fail(e, debug)
-    except subprocess.CalledProcessError as e:  # a training run failed: its own message is above
-        fail(RuntimeError(f"{' '.join(map(str, e.cmd[1:]))} failed (exit status {e.returncode}), see above"), debug)
+    except KeyboardInterrupt:
+        print("interrupted: finished runs are kept; the same command resumes", file=sys.stderr)
+        raise SystemExit(130) from None
     df = write_comparison(cfg.profile, baseline=cfg.baseline or "sft")
     print(df.to_string(index=False))
 

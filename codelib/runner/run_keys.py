@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from codelib.plumbing import stages as stage_registry
@@ -60,3 +61,68 @@ def train_key(stage: str, params: dict, notebook: Path) -> str:
     """`run_key(...)["train"]` of a run of `stage` with `params` (any run directory): what the pipeline records in
     a training stage's stamp, so that a study can copy a run `make demo` trained instead of training it again."""
     return run_key(stage, params, notebook)["train"]
+
+
+@dataclass(frozen=True)
+class Donor:
+    """A finished run that trained what another would (the same `train` key): its run directory, its executed
+    notebook, and its name as a stamp's `reused_from` keeps it (`pipeline/<dir>`, `comparison/<name>`,
+    `<study>/<run>`) and as a log line says it."""
+
+    run_dir: Path
+    notebook: Path
+    name: str
+    said: str
+
+
+def _record(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def find_donor(checkpoints: Path, reports: Path, stage: str, train: str, exclude: Path | None = None) -> Donor | None:
+    """A finished run of `stage` in the profile (checkpoints/<profile>, reports/<profile>) whose `train` key is
+    `train`: a pipeline stage (`make demo`: its stamp in .stamps/), a comparison run (`make compare`: its done.json),
+    a study's run (its stamp in studies/<study>/.stamps/); `exclude`: the asking run's own directory. None if none."""
+    found = []
+    for path in sorted((checkpoints / ".stamps").glob("*.json")):  # the pipeline's stages
+        stamp = _record(path)
+        if stamp.get("train") == train and isinstance(stamp.get("dir"), str):
+            found.append((checkpoints / stamp["dir"], reports / f"{path.stem}.ipynb", f"pipeline/{stamp['dir']}"))
+    for path in sorted(checkpoints.glob("*/done.json")):  # the comparison's runs
+        done = _record(path)
+        if done.get("train") == train and isinstance(done.get("notebook"), str):
+            found.append((path.parent, reports / done["notebook"], f"comparison/{path.parent.name}"))
+    for path in sorted(checkpoints.glob("studies/*/.stamps/*.json")):  # the studies' runs
+        study, name = path.parent.parent.name, path.stem
+        stamp = _record(path)
+        if stamp.get("train") == train and stamp.get("status") == "finished":
+            run_dir, notebook = checkpoints / "studies" / study / name, reports / "studies" / study / name
+            found.append((run_dir, notebook / f"{stage}.ipynb", f"{study}/{name}"))
+    for run_dir, notebook, name in found:
+        if exclude is not None and run_dir.resolve() == exclude.resolve():
+            continue
+        if run_dir.is_dir() and notebook.is_file():
+            kind, rest = name.split("/", 1)
+            said = {"pipeline": f"the pipeline's {rest}", "comparison": f"the comparison's {rest}"}
+            return Donor(run_dir, notebook, name, said.get(kind, f"studies/{name}"))
+    return None
+
+
+def copy_run(donor: Donor, run_dir: Path, notebook: Path) -> None:
+    """Copy a donor's run directory to `run_dir` (atomically: a copy stopped halfway is not a run) and its executed
+    notebook to `notebook`; its config.json and notebook still name the donor's directory."""
+    import shutil
+
+    from codelib.plumbing.paths import atomic_write_text
+
+    tmp = run_dir.with_name(run_dir.name + ".copying")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(donor.run_dir, tmp)
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    tmp.rename(run_dir)
+    notebook.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(notebook, donor.notebook.read_text())

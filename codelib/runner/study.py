@@ -45,7 +45,6 @@ from pathlib import Path
 
 from codelib.evaluation import evaluator
 from codelib.plumbing.params import REPO_ROOT, ParamsError, atomic_write_json, resolve
-from codelib.plumbing.paths import atomic_write_text
 from codelib.plumbing.progress import HEADLESS_ENV
 from codelib.runner import pipeline, run_keys
 from codelib.runner.run_keys import stage_sources
@@ -86,61 +85,27 @@ def run_key(run: Run, notebook: Path) -> dict:
     return run_keys.run_key(run.stage, run.params, notebook)
 
 
-def find_trained(study: Study, run: Run, train: str) -> tuple[Path, Path] | None:
-    """A finished run of any study of the profile, or of the profile's pipeline (`make demo`), that trained what
-    `run` would: the same params but for its directory, the same notebook, code and start checkpoint (its stamp's
-    `train`); (its run directory, its executed notebook), or None. The pipeline's GRPO stage is, for instance, the
-    algorithm study's `grpo-seed0`."""
-    studies = study.checkpoints.parent  # checkpoints/<profile>/studies
-    profile_dir = studies.parent  # checkpoints/<profile>
-    for stamp_path in sorted((profile_dir / ".stamps").glob("*.json")):  # the pipeline's stages
-        stamp = pipeline.read_stamp(stamp_path)
-        if stamp.get("train") != train or not isinstance(stamp.get("dir"), str):
-            continue
-        rdir = profile_dir / stamp["dir"]
-        nb = study.reports.parent.parent / f"{stamp_path.stem}.ipynb"  # reports/<profile>/<stage>.ipynb
-        if rdir.is_dir() and nb.exists():
-            return rdir, nb
-    for stamp_path in sorted(studies.glob("*/.stamps/*.json")):
-        other, name = stamp_path.parent.parent.name, stamp_path.stem
-        if (other, name) == (study.name, run.name):
-            continue
-        stamp = pipeline.read_stamp(stamp_path)
-        if stamp.get("train") != train or stamp.get("status") != "finished":
-            continue
-        rdir, nb = studies / other / name, study.reports.parent / other / name / f"{run.stage}.ipynb"
-        if rdir.is_dir() and nb.exists():
-            return rdir, nb
-    return None
+def find_trained(study: Study, run: Run, train: str) -> run_keys.Donor | None:
+    """A finished run that trained what `run` would (the same params but for its directory, the same notebook, code
+    and start checkpoint: its record's `train` key): a stage of the profile's pipeline (`make demo`), a run of its
+    comparison (`make compare`) or of another study; None if there is none (`run_keys.find_donor`). The pipeline's
+    GRPO stage is, for instance, the algorithm study's `grpo-seed0`, the comparison's DAPO its `dapo-seed0`."""
+    return run_keys.find_donor(
+        study.checkpoints.parent.parent, study.reports.parent.parent, run.stage, train, exclude=study.run_dir(run)
+    )
 
 
-def donor_name(rdir: Path) -> tuple[str, str]:
-    """A donor run as a stamp's `reused_from` names it (<study>/<run>, or pipeline/<run directory>) and as the log
-    says it."""
-    if rdir.parent.parent.name == "studies":
-        return f"{rdir.parent.name}/{rdir.name}", f"studies/{rdir.parent.name}/{rdir.name}"
-    return f"pipeline/{rdir.name}", f"the pipeline's {rdir.name}"
-
-
-def _adopt(donor: tuple[Path, Path], rdir: Path, out_nb: Path, stamp_path: Path, key: dict) -> None:
+def _adopt(donor: run_keys.Donor, rdir: Path, out_nb: Path, stamp_path: Path, key: dict) -> None:
     """Copy a donor run (its directory and executed notebook) in as this run, finished; its config.json and notebook
     still name the donor's directory, and the stamp says where it came from."""
-    src, nb = donor
-    tmp = rdir.with_name(rdir.name + ".copying")
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(src, tmp)
-    if rdir.exists():
-        shutil.rmtree(rdir)
-    tmp.rename(rdir)
-    out_nb.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out_nb, nb.read_text())
+    run_keys.copy_run(donor, rdir, out_nb)
     atomic_write_json(
         stamp_path,
         {
             **key,
             "status": "finished",
             "seconds": 0.0,
-            "reused_from": donor_name(src)[0],
+            "reused_from": donor.name,
             "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
         },
     )
@@ -229,7 +194,7 @@ def run_study(
         donor = find_trained(study, run, key["train"]) if reuse and not forced else None
         if donor is not None:
             _adopt(donor, rdir, out_nb, stamp_path, key)
-            log(f"{tag}: trained already as {donor_name(donor[0])[1]}; copied, not trained again")
+            log(f"{tag}: trained already as {donor.said}; copied, not trained again")
             rows.append((run.name, "reused", 0.0))
             continue
         if stamp.get("key") != key["key"] or stamp.get("status") == "finished" or forced:

@@ -31,7 +31,7 @@ class Config(SamplingConfig):
     stage: str = "dpo"  # run directory name
     rewards: dict[str, float | dict] = field(default_factory=lambda: dict(RANKING))  # ranks a task's candidates
     n_candidates: int = 8  # samples per task
-    gen_seed: int = 7  # candidate sampling seed
+    gen_seed: int = 0  # candidate sampling seed (the study's seed-0 runs draw the same: a demo run is their donor)
     gen_batch_size: int = 64  # (prompt, sample) rows per generate call
     gen_backend: str = "hf"  # candidate sampling on hf | vllm (GPU, pip install -r requirements-vllm.txt)
     min_chosen: float = 0.8  # pair rule: chosen passes with a test fraction of at least this
