@@ -10,8 +10,9 @@ evaluator -> reports; a module imports its own box and the boxes above it in thi
   algorithms/  (beside it) the registries of advantage estimators, policy losses, aggregations, KL estimators
 - evaluation/  checkpoints -> pass@k with intervals, paired comparisons, pass@k curves, repair's evaluation
 - trainers/    a Config + train(cfg) per stage
-- reports/     the results table and figures, the comparison of algorithms, the explorers
-- runner/      the papermill pipeline, launching trainers from notebooks, studies of arms x seeds
+- reports/     the results table and figures, the comparison table of algorithms, the explorers
+- runner/      the papermill pipeline, launching trainers from notebooks, the comparison's runs (`make compare`),
+               studies of arms x seeds, and which run already trained what another would (`run_keys`)
 
 Importing the package silences three messages that libraries print on every run and that say nothing about ours,
 so an executed notebook's output is the run's own (tests/test_notebooks.py's smoke run checks it: `NOISE`):
@@ -79,7 +80,7 @@ MOVED = {
     "codelib.stats": "codelib.evaluation.stats",
     "codelib.eval_sampling": "codelib.evaluation.eval_sampling",
     "codelib.repair_eval": "codelib.evaluation.repair_eval",
-    "codelib.comparison": "codelib.reports.comparison",
+    "codelib.comparison": "codelib.runner.compare",
     "codelib.repair_report": "codelib.reports.repair",
     "codelib.explore": "codelib.reports.explore",
     "codelib.pipeline": "codelib.runner.pipeline",

@@ -146,16 +146,9 @@ def test_the_committed_notebooks_are_what_make_notebooks_writes():
     spec = importlib.util.spec_from_file_location("make_notebooks", REPO_ROOT / "tools/make_notebooks.py")
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
-    from codelib.pipeline import STAGES
-
-    books = dict(tool.NOTEBOOKS)
-    for stage, config in STAGES.items():
-        if stage not in books and config.startswith("codelib.trainers."):
-            books[stage] = tool.trainer_notebook(stage, config)
     stale = [
         name
-        for name, args in books.items()
-        if json.loads(nbformat.writes(tool.notebook(*args)))
-        != json.loads((REPO_ROOT / "notebooks" / f"{name}.ipynb").read_text())
+        for name, nb in tool.all_notebooks().items()
+        if json.loads(nbformat.writes(nb)) != json.loads((REPO_ROOT / "notebooks" / f"{name}.ipynb").read_text())
     ]
     assert not stale, f"stale notebooks {stale}: run python tools/make_notebooks.py"

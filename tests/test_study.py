@@ -13,7 +13,7 @@ import yaml
 
 from codelib.evaluation import passk
 from codelib.evaluation.evaluator import bootstrap_ci, pass_at_k
-from codelib.plumbing.params import REPO_ROOT, checkpoints_root
+from codelib.plumbing.params import REPO_ROOT, ParamsError, checkpoints_root
 from codelib.runner import run_keys, study, study_report
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -465,6 +465,7 @@ def test_a_run_depends_on_the_source_its_trainer_imports():
         "codelib.runner.study",
         "codelib.runner.study_report",
         "codelib.reports.comparison",
+        "codelib.runner.compare",
     } & set(mods)
     assert "codelib.engine.candidates" in study.stage_sources("05_dpo")
 
@@ -981,7 +982,7 @@ def test_comparison_keeps_a_finished_run_and_trains_a_stopped_one(tmp_path):
 
     from codelib.plumbing.params import config_to_dict, load_config
     from codelib.plumbing.stages import STAGES
-    from codelib.reports.comparison import same_config
+    from codelib.runner.compare import same_config
 
     params_file = REPO_ROOT / "params/tiny/05_dpo.yaml"
     run = tmp_path / "dpo"
@@ -1006,11 +1007,12 @@ def test_comparison_keeps_a_finished_run_and_trains_a_stopped_one(tmp_path):
 def test_make_compare_trains_a_run_whose_params_changed(tmp_path, monkeypatch):
     """A run is current when its done.json holds the digest of its params file as it is now: a changed file trains
     it again; each params file runs its stage's trainer (an eval file is not one)."""
-    from codelib.reports import comparison
+    from codelib.runner import compare as comparison
 
     monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "ck"))
     params = tmp_path / "02_reinforce.yaml"
-    params.write_text("profile: tiny\nstage: rf\nsteps: 3\n")
+    tiny = REPO_ROOT / "params/tiny/02_reinforce.yaml"  # every parameter checks: a run's params file is whole
+    params.write_text(f"extends: {tiny}\nprofile: tiny\nstage: rf\nsteps: 3\n")
     spec = tmp_path / "comparison.yaml"
     spec.write_text("eval: 06_eval.yaml\nruns:\n  rf: 02_reinforce.yaml\n")
     assert comparison.train_missing(spec, dry_run=True) == ["rf"]  # no run yet
@@ -1018,18 +1020,18 @@ def test_make_compare_trains_a_run_whose_params_changed(tmp_path, monkeypatch):
     done = {"params": comparison.run_fingerprint(params), "file": "02_reinforce.yaml"}
     (tmp_path / "ck" / "tiny" / "rf" / "done.json").write_text(json.dumps(done))
     assert comparison.train_missing(spec, dry_run=True) == []  # current
-    params.write_text("profile: tiny\nstage: rf\nsteps: 4\n")
+    params.write_text(f"extends: {tiny}\nprofile: tiny\nstage: rf\nsteps: 4\n")
     assert comparison.train_missing(spec, dry_run=True) == ["rf"]  # its params changed since
-    assert comparison.stage_module(Path("variants/03_ppo_kl_k2.yaml")) == "codelib.trainers.ppo"
+    assert comparison.stage_of(Path("variants/03_ppo_kl_k2.yaml")) == "03_ppo"
     with pytest.raises(ValueError, match="a training stage's number"):
-        comparison.stage_module(Path("06_eval.yaml"))
+        comparison.stage_of(Path("06_eval.yaml"))
 
 
 def test_a_run_trained_by_make_compare_or_a_study_is_trained_once(tmp_path, monkeypatch):
     """`make compare` trains each run through its stage's notebook and records its `train` key: a study's run of
     the same params (but its directory), notebook, code and start is copied from it, and the other way round, a
     comparison run a study already trained is copied, not trained again."""
-    from codelib.reports import comparison
+    from codelib.runner import compare as comparison
 
     monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "checkpoints"))
     monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "reports"))
@@ -1081,3 +1083,82 @@ def test_a_run_trained_by_make_compare_or_a_study_is_trained_once(tmp_path, monk
     done = json.loads((tmp_path / "checkpoints/smoke/rf_b/done.json").read_text())
     assert done["reused_from"] == "s/b-seed0" and done["notebook"] == "comparison/rf_b.ipynb"
     assert comparison.train_missing(spec, execute=execute, log=said.append) == []
+
+
+def test_a_stopped_or_overwritten_comparison_run_is_no_donor(tmp_path, monkeypatch):
+    """A comparison run whose notebook stopped leaves no done.json (the next `make compare` trains it again, its
+    trainer resuming); a run directory the pipeline trains again loses the comparison's done.json, and one the
+    comparison trains again loses the pipeline's stamp: neither record may offer a study what the directory no
+    longer holds. A bad params file fails before any run trains."""
+    from codelib.runner import compare, pipeline
+
+    monkeypatch.setenv("CODELIB_CHECKPOINTS", str(tmp_path / "checkpoints"))
+    monkeypatch.setenv("CODELIB_REPORTS", str(tmp_path / "reports"))
+    base = REPO_ROOT / "params/smoke/02_reinforce.yaml"
+    (tmp_path / "02_reinforce_x.yaml").write_text(f"extends: {base}\nstage: reinforce\ninit: tiny\nsteps: 2\n")
+    spec = tmp_path / "comparison.yaml"
+    spec.write_text("eval: 06_eval.yaml\nruns:\n  x: 02_reinforce_x.yaml\n")
+    ck = tmp_path / "checkpoints/smoke"
+    (ck / ".stamps").mkdir(parents=True)
+    (ck / ".stamps/02_reinforce.json").write_text(json.dumps({"key": "k", "dir": "reinforce", "train": "t"}))
+
+    def stops(stage, params, notebook, out_nb):
+        (ck / "reinforce").mkdir(exist_ok=True)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        compare.train_missing(spec, execute=stops, log=lambda *_: None)
+    assert not (ck / "reinforce/done.json").exists()
+    assert not (ck / ".stamps/02_reinforce.json").exists()  # the pipeline's record of the directory it overwrote
+    ran = []
+    assert compare.train_missing(spec, execute=lambda *a: ran.append(a), log=lambda *_: None) == ["x"] and ran
+    done = json.loads((ck / "reinforce/done.json").read_text())
+    assert run_keys.find_donor(ck, tmp_path / "reports/smoke", "02_reinforce", done["train"]) is None  # no notebook
+    (tmp_path / "reports/smoke/comparison").mkdir(parents=True)
+    (tmp_path / "reports/smoke/comparison/x.ipynb").write_text("{}")
+    assert (
+        run_keys.find_donor(ck, tmp_path / "reports/smoke", "02_reinforce", done["train"]).name
+        == "comparison/reinforce"
+    )
+
+    # make demo trains the pipeline's REINFORCE into that directory again: the comparison's record of it is gone
+    monkeypatch.setattr(pipeline, "build_tiny", lambda log=print: 0.0)
+    monkeypatch.setattr(pipeline, "run_stage", lambda *a, **k: None)
+    pipeline.run("smoke", only=["02_reinforce"], reports=tmp_path / "reports/smoke", log=lambda *_: None)
+    assert not (ck / "reinforce/done.json").exists()
+    assert run_keys.find_donor(ck, tmp_path / "reports/smoke", "02_reinforce", done["train"]) is None
+
+    (tmp_path / "02_reinforce_y.yaml").write_text(f"extends: {base}\nstage: y\nnosuch: 1\n")
+    spec.write_text("eval: 06_eval.yaml\nruns:\n  x: 02_reinforce_x.yaml\n  y: 02_reinforce_y.yaml\n")
+    ran = []
+    with pytest.raises(ParamsError, match="nosuch"):
+        compare.train_missing(spec, execute=lambda *a: ran.append(a), log=lambda *_: None)
+    assert ran == []  # x, which has no current run, did not train either
+
+
+def test_the_shipped_comparison_and_demo_runs_are_the_algorithm_studys_seed_0_runs():
+    """What `make demo`, `make compare`, `make study` in that order train once: the study's seed-0 runs of these
+    arms have the `train` key of the demo's stage or the comparison's variant (params but the directory, notebook,
+    code and start all equal). A params change on one side only shows here, not as a study that trains again."""
+    from codelib.plumbing.params import load_yaml
+
+    alg = study.load_study("params/tiny/studies/algorithms.yaml")
+    seed0 = {r.arm: r for r in alg.runs if r.seed == 0}
+    same = {
+        "reinforce": "02_reinforce.yaml",
+        "ppo": "03_ppo.yaml",
+        "grpo": "04_grpo.yaml",
+        "rpo": "05_dpo.yaml",
+        "rloo": "variants/02_reinforce_rloo.yaml",
+        "grpo_trl": "variants/04_grpo_trl.yaml",
+        "dapo": "variants/04_grpo_dapo.yaml",
+        "dpo": "variants/05_dpo_sigmoid.yaml",
+    }
+    assert set(same) == set(alg.arms)
+    for arm, rel in same.items():
+        run = seed0[arm]
+        notebook = REPO_ROOT / "notebooks" / f"{run.stage}.ipynb"
+        theirs = run_keys.run_key(run.stage, load_yaml(REPO_ROOT / "params/tiny" / rel), notebook)["train"]
+        assert study.run_key(run, notebook)["train"] == theirs, arm
+    listed = load_yaml(REPO_ROOT / "params/tiny/comparison.yaml")["runs"].values()
+    assert {rel for rel in same.values() if rel.startswith("variants/")} <= set(listed)

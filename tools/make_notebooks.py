@@ -357,18 +357,24 @@ def trainer_notebook(stage: str, config: str) -> tuple:
     return (title, intro, config, f"{stage}.yaml", cells)
 
 
-def main(only: list[str] | None = None) -> None:
+def all_notebooks() -> dict[str, nbformat.NotebookNode]:
+    """Every notebook this tool writes, by name: the registered ones and one per trainer stage nobody registered."""
     from codelib.pipeline import STAGES
 
+    books = dict(NOTEBOOKS)
+    for stage, config in STAGES.items():
+        if stage not in books and config.startswith("codelib.trainers."):
+            books[stage] = trainer_notebook(stage, config)
+    return {name: notebook(*args) for name, args in books.items()}
+
+
+def main(only: list[str] | None = None) -> None:
     out = ROOT / "notebooks"
     out.mkdir(exist_ok=True)
-    for stage, config in STAGES.items():
-        if stage not in NOTEBOOKS and config.startswith("codelib.trainers."):
-            NOTEBOOKS[stage] = trainer_notebook(stage, config)
-    for name, args in NOTEBOOKS.items():
+    for name, nb in all_notebooks().items():
         if only and name not in only:
             continue
-        nbformat.write(notebook(*args), out / f"{name}.ipynb")
+        nbformat.write(nb, out / f"{name}.ipynb")
         print("wrote", out / f"{name}.ipynb")
 
 

@@ -1,24 +1,20 @@
-"""The comparison of algorithms on one profile: every evaluated checkpoint (pipeline stages and variants) with what
-it trained (`algorithm_of`, from its config.json), pass@1 with its interval, the paired difference from SFT, mean
-length, wall time, the share of zero-variance groups and the eval's verdict classes; `comparison.md` / `.csv`.
-
-    python -m codelib.comparison params/tiny/comparison.yaml   # train what has no current run, evaluate, the table
-    python -m codelib.comparison params/tiny/variants/06_eval_algorithms.yaml   # evaluate, then the table
-"""
+"""The comparison table of algorithms on one profile: every evaluated checkpoint (pipeline stages and variants) with
+what it trained (`algorithm_of`, from its config.json), pass@1 with its interval, the paired difference from SFT, mean
+length, wall time, the share of zero-variance groups and the eval's verdict classes; `comparison.md` / `.csv`. The
+command that trains the comparison's runs and evaluates them is `codelib.runner.compare` (`python -m
+codelib.comparison`, `make compare`)."""
 
 from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from codelib.evaluation import evaluator
-from codelib.plumbing.checkpoints import trainer_state_end, trl_checkpoints
-from codelib.plumbing.params import atomic_write_text, main_config, read_jsonl, reports_root
+from codelib.plumbing.params import atomic_write_text, read_jsonl, reports_root
 from codelib.reports import CLASSES, ckpt_root, eval_classes, load_summaries, pct, run_dir_of
 
 
@@ -242,149 +238,3 @@ def write_comparison(
     atomic_write_text(out / "comparison.csv", df.to_csv(index=False))
     atomic_write_text(out / "comparison.md", comparison_markdown(profile, df, baseline, summaries))
     return df
-
-
-def stage_of(params_file: Path) -> str:
-    """The training stage a params file configures: from its number (variants/02_reinforce_rloo -> 02_reinforce)."""
-    from codelib.plumbing.stages import STAGES
-
-    number = params_file.name[:2]
-    for name, stage in STAGES.items():
-        if name.startswith(number) and stage.kind == "train":
-            return name
-    raise ValueError(f"{params_file}: its name must start with a training stage's number (01-05)")
-
-
-def stage_module(params_file: Path) -> str:
-    """The trainer module a training params file runs (02_reinforce_rloo -> codelib.trainers.reinforce)."""
-    from codelib.plumbing.stages import STAGES
-
-    return STAGES[stage_of(params_file)].config.rsplit(".", 1)[0]
-
-
-def run_fingerprint(params_file: Path) -> str:
-    """A hash of the merged params of a run: a run whose done.json holds it is current."""
-    import hashlib
-
-    from codelib.plumbing.params import load_yaml
-
-    text = json.dumps(load_yaml(params_file), sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def same_config(run: Path, params_file: Path) -> bool:
-    """Whether `run` finished (its adapter and kept.json or train_summary.json exist) training exactly what
-    `params_file` asks for (its config.json holds the same Config fields), e.g. a stage the pipeline trained."""
-    from codelib.plumbing.params import config_to_dict, load_config
-    from codelib.plumbing.stages import STAGES
-
-    if not (run / "config.json").exists() or not (run / "adapter_model.safetensors").exists():
-        return False
-    if not _finished(run):
-        return False
-    number = params_file.name[:2]
-    stage = next(s for n, s in STAGES.items() if n.startswith(number) and s.kind == "train")
-    want = config_to_dict(load_config(stage.config_class(), params_file))
-    have = json.loads((run / "config.json").read_text())
-    ignore = {"workers", "threads", "report_to", "save_every", "processes"}
-    return all(have.get(k) == v for k, v in want.items() if k not in ignore)
-
-
-def _finished(run: Path) -> bool:
-    """A run wrote its end marker (kept.json, train_summary.json), or is an HF trainer's run whose last
-    checkpoint's trainer_state.json reached its max_steps (the adapter beside it is the final one)."""
-    if any((run / f).exists() for f in ("kept.json", "train_summary.json", "trainer_state.json")):
-        return True
-    ckpts = trl_checkpoints(run)
-    return bool(ckpts) and trainer_state_end(ckpts[-1]) > 0
-
-
-def train_missing(spec: Path, dry_run: bool = False, execute=None, log=print) -> list[str]:
-    """Train every run of a comparison spec (`runs: name -> params file`) that has no current run: no done.json, or
-    one written for other params. Each run is its stage's notebook executed by papermill with the params file's
-    values (as the pipeline and the studies run theirs), the executed copy in reports/<profile>/comparison/<name>.ipynb;
-    it resumes from its last checkpoint if it stopped. A run a study or the pipeline already trained with the same
-    params (but its directory), notebook, code and start (`run_keys.find_donor`) is copied instead. done.json records
-    the run's `train` key, so a study copies it in turn. `execute(stage, params, notebook, out_nb)` runs a notebook
-    (default: `pipeline.run_stage`; tests replace it). Returns the names trained or copied."""
-    import os
-
-    from codelib.plumbing.params import REPO_ROOT, atomic_write_json, load_yaml, resolve
-    from codelib.plumbing.progress import HEADLESS_ENV
-    from codelib.runner import pipeline, run_keys
-
-    execute = execute or pipeline.run_stage
-    cfg = load_yaml(spec)
-    trained = []
-    for name, rel in cfg["runs"].items():
-        params_file = (spec.parent / rel).resolve()
-        merged = load_yaml(params_file)
-        profile = merged.get("profile", "tiny")
-        run = resolve(f"checkpoints/{profile}/{merged.get('stage', name)}")
-        done = run / "done.json"
-        fp = run_fingerprint(params_file)
-        if done.exists() and json.loads(done.read_text()).get("params") == fp or same_config(run, params_file):
-            log(f"[compare] {name}: current ({run}), kept")
-            continue
-        trained.append(name)
-        if dry_run:
-            log(f"[compare] {name}: to train ({rel})")
-            continue
-        stage = stage_of(params_file)
-        notebook = REPO_ROOT / "notebooks" / f"{stage}.ipynb"
-        key = run_keys.run_key(stage, merged, notebook)
-        reports = reports_root() / profile
-        out_nb = reports / "comparison" / f"{name}.ipynb"
-        record = {"params": fp, "file": str(rel), "train": key["train"], "notebook": f"comparison/{name}.ipynb"}
-        donor = run_keys.find_donor(run.parent, reports, stage, key["train"], exclude=run)
-        if donor is not None:
-            log(f"[compare] {name}: trained already as {donor.said}; copied, not trained again")
-            run_keys.copy_run(donor, run, out_nb)
-            atomic_write_json(done, {**record, "reused_from": donor.name})
-            continue
-        log(f"[compare] {name}: training ({rel}): {notebook.name} -> {out_nb}")
-        os.environ.update(HEADLESS_ENV)  # widgets print, bars print lines (codelib.plumbing.progress)
-        done.unlink(missing_ok=True)
-        execute(stage, merged, notebook, out_nb)
-        atomic_write_json(done, record)
-    return trained
-
-
-def main(argv: list[str] | None = None) -> None:
-    """`python -m codelib.comparison EVAL_PARAMS.yaml`: evaluate the checkpoints of an eval params file (their results
-    table under reports/<profile>/<file stem>/, so the profile's own results.md is left alone), then write the
-    comparison of every evaluated checkpoint, reports/<profile>/comparison.md."""
-    from codelib.plumbing.params import USER_ERRORS, ParamsError, fail, load_yaml
-    from codelib.runner.pipeline import StageFailed
-
-    argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] in ("-h", "--help"):
-        print(
-            "python -m codelib.comparison FILE.yaml: FILE is a comparison spec (runs: name -> params file, eval: an\n"
-            "eval params file; params/<profile>/comparison.yaml), whose runs without a current checkpoint are "
-            "trained\n"
-            "first, or an eval params file. The checkpoints are evaluated, then reports/<profile>/comparison.md is\n"
-            "written. key=value overrides apply to the evaluation.\n"
-        )
-        main_config(evaluator.EvalConfig, argv, command="python -m codelib.comparison")
-    debug = "--debug" in argv
-    try:
-        spec = load_yaml(Path(argv[0])) if argv and argv[0].endswith(".yaml") else {}
-        if "runs" in spec and "eval" not in spec:
-            raise ParamsError(f"{argv[0]}: a comparison spec names its eval params file (eval: 06_eval.yaml)")
-        if "runs" in spec:  # a comparison spec: train what has no current run, then evaluate its eval params file
-            train_missing(Path(argv[0]))
-            argv = [str((Path(argv[0]).parent / spec["eval"]).resolve()), *argv[1:]]
-        cfg = main_config(evaluator.EvalConfig, argv, command="python -m codelib.comparison")
-        evaluator.evaluate(cfg, reports=reports_root() / cfg.profile / Path(argv[0]).stem)
-    except (*USER_ERRORS, ValueError, StageFailed) as e:  # StageFailed: a run's notebook failed (its cell named)
-        fail(e, debug)
-    except KeyboardInterrupt:
-        print("interrupted: finished runs are kept; the same command resumes", file=sys.stderr)
-        raise SystemExit(130) from None
-    df = write_comparison(cfg.profile, baseline=cfg.baseline or "sft")
-    print(df.to_string(index=False))
-
-
-if __name__ == "__main__":
-    main()

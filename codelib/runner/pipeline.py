@@ -54,7 +54,7 @@ from codelib.plumbing.params import (
 )
 from codelib.plumbing.paths import profiles
 from codelib.plumbing.progress import HEADLESS_ENV
-from codelib.runner.run_keys import train_key
+from codelib.runner.run_keys import read_stamp, train_key
 
 # stage -> Config class its params mirror (the order is the run order), from the one stage registry
 STAGES = {name: stage.config for name, stage in stage_registry.STAGES.items()}
@@ -325,6 +325,9 @@ def run(
             log(f"[{profile}] {stage}: its output {gone[0]} is gone; running it again")
         log(f"[{profile}] {stage}: running {notebook.name} -> {_rel(out_nb, root)}")
         stamp.unlink(missing_ok=True)
+        run_dir = params[stage].get("stage")
+        if stage_registry.STAGES[stage].kind == "train" and isinstance(run_dir, str):  # the comparison's record of
+            (stamps.parent / run_dir / "done.json").unlink(missing_ok=True)  # this run directory goes stale too
         t0 = time.time()
         try:
             run_stage(stage, params[stage], notebook, out_nb, kernel=kernel, log=log)
@@ -345,19 +348,11 @@ def run(
 def donor_key(stage: str, values: dict, notebook: Path) -> dict:
     """For a training stage's stamp: its run directory and the study's `train` key of what it trained (params but
     the directory, notebook, code, start checkpoint), so a study copies this run rather than training the same
-    again (`codelib.runner.study.find_trained`: the demo's GRPO is the algorithm study's `grpo-seed0`); {} for a
+    again (`codelib.runner.run_keys.find_donor`: the demo's GRPO is the algorithm study's `grpo-seed0`); {} for a
     stage that trains nothing."""
     if stage_registry.STAGES[stage].kind != "train" or not isinstance(values.get("stage"), str):
         return {}
     return {"dir": values["stage"], "train": train_key(stage, values, notebook)}
-
-
-def read_stamp(stamp: Path) -> dict:
-    """A stage's stamp (its key, last run id, time), or {} if it has none."""
-    try:
-        return json.loads(stamp.read_text())
-    except (OSError, ValueError):
-        return {}
 
 
 def list_stages(profile: str) -> str:

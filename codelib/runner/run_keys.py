@@ -1,7 +1,8 @@
 """What decides a training run's result, as a key: its params, its notebook, the codelib source its trainer runs
-and its start checkpoint. Studies skip a run whose key is unchanged and copy a run another study, or the profile's
-pipeline, trained with the same `train` key (the key without the run's directory); the pipeline records that key in
-a training stage's stamp. Here, not in the study module, because both the pipeline and the studies write these keys.
+and its start checkpoint; and where a run of the same `train` key (the key without the run's directory) was already
+trained. Studies skip a run whose key is unchanged; a study or the comparison copies a run the pipeline (its stage's
+stamp), the comparison (a run's done.json) or a study (its stamp) trained with the same `train` key (`find_donor`,
+`copy_run`). Here, not in the study module, because the pipeline, the comparison and the studies all write them.
 """
 
 from __future__ import annotations
@@ -63,6 +64,14 @@ def train_key(stage: str, params: dict, notebook: Path) -> str:
     return run_key(stage, params, notebook)["train"]
 
 
+def read_stamp(path: Path) -> dict:
+    """A JSON record (a stage's or a study run's stamp, a comparison run's done.json), or {} if it has none."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
 @dataclass(frozen=True)
 class Donor:
     """A finished run that trained what another would (the same `train` key): its run directory, its executed
@@ -75,29 +84,22 @@ class Donor:
     said: str
 
 
-def _record(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-
-
 def find_donor(checkpoints: Path, reports: Path, stage: str, train: str, exclude: Path | None = None) -> Donor | None:
     """A finished run of `stage` in the profile (checkpoints/<profile>, reports/<profile>) whose `train` key is
     `train`: a pipeline stage (`make demo`: its stamp in .stamps/), a comparison run (`make compare`: its done.json),
     a study's run (its stamp in studies/<study>/.stamps/); `exclude`: the asking run's own directory. None if none."""
     found = []
     for path in sorted((checkpoints / ".stamps").glob("*.json")):  # the pipeline's stages
-        stamp = _record(path)
+        stamp = read_stamp(path)
         if stamp.get("train") == train and isinstance(stamp.get("dir"), str):
             found.append((checkpoints / stamp["dir"], reports / f"{path.stem}.ipynb", f"pipeline/{stamp['dir']}"))
-    for path in sorted(checkpoints.glob("*/done.json")):  # the comparison's runs
-        done = _record(path)
+    for path in sorted(checkpoints.glob("*/done.json")):  # the comparison's runs (not a copy under way)
+        done = read_stamp(path) if not path.parent.name.endswith(".copying") else {}
         if done.get("train") == train and isinstance(done.get("notebook"), str):
             found.append((path.parent, reports / done["notebook"], f"comparison/{path.parent.name}"))
     for path in sorted(checkpoints.glob("studies/*/.stamps/*.json")):  # the studies' runs
         study, name = path.parent.parent.name, path.stem
-        stamp = _record(path)
+        stamp = read_stamp(path)
         if stamp.get("train") == train and stamp.get("status") == "finished":
             run_dir, notebook = checkpoints / "studies" / study / name, reports / "studies" / study / name
             found.append((run_dir, notebook / f"{stage}.ipynb", f"{study}/{name}"))
@@ -120,7 +122,7 @@ def copy_run(donor: Donor, run_dir: Path, notebook: Path) -> None:
 
     tmp = run_dir.with_name(run_dir.name + ".copying")
     shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(donor.run_dir, tmp)
+    shutil.copytree(donor.run_dir, tmp, ignore=shutil.ignore_patterns("done.json"))  # the copier writes its own
     if run_dir.exists():
         shutil.rmtree(run_dir)
     tmp.rename(run_dir)
