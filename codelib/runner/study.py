@@ -321,8 +321,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         ran, reused = (sum(1 for _, st, _ in rows if st == s) for s in ("ran", "reused"))
         print(
-            f"{ran} run(s) trained, {reused} copied from other studies, {len(rows) - ran - reused} skipped, "
-            f"{time.time() - t0:.0f} s in all"
+            f"{ran} run(s) trained, {reused} copied (trained already by the pipeline, the comparison or a study), "
+            f"{len(rows) - ran - reused} skipped, {time.time() - t0:.0f} s in all"
         )
         return 0
     except (ParamsError, FileNotFoundError, ValueError) as e:
