@@ -9,6 +9,7 @@ code, old pass@1 numbers are not reused. The sandbox is hashed by pattern (`sand
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -60,13 +61,14 @@ def _module_file(name: str) -> Path | None:
     return None
 
 
-def _imports(source: str, package: str) -> set[str]:
+@functools.cache  # a study keys every run with its trainer's sources: parse each text once per process, not per run
+def _imports(source: str, package: str) -> frozenset[str]:
     """codelib modules a source imports (absolute and relative; `from codelib import x` counts x)."""
     out = set()
     try:
         tree = ast.parse(source)
     except SyntaxError:
-        return out
+        return frozenset()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names if a.name.split(".")[0] == "codelib")
@@ -79,7 +81,7 @@ def _imports(source: str, package: str) -> set[str]:
                 continue
             out.add(mod)
             out.update(f"{mod}.{a.name}" for a in node.names if _module_file(f"{mod}.{a.name}"))
-    return out
+    return frozenset(out)
 
 
 def module_sources(source: str) -> dict[str, str]:

@@ -87,11 +87,10 @@ def _finished(run: Path) -> bool:
     return bool(ckpts) and trainer_state_end(ckpts[-1]) > 0
 
 
-def _forget(run: Path, keep_done: bool = False) -> None:
-    """Before `run`'s directory is written again: its done.json (unless kept) and any pipeline stamp that names the
-    directory no longer describe what it will hold, so neither may offer it to a study as a donor any longer."""
-    if not keep_done:
-        (run / "done.json").unlink(missing_ok=True)
+def _forget(run: Path) -> None:
+    """Before `run`'s directory is written again: its done.json and any pipeline stamp that names the directory no
+    longer describe what it will hold, so neither may offer it to a study as a donor any longer."""
+    (run / "done.json").unlink(missing_ok=True)
     for stamp in sorted((run.parent / ".stamps").glob("*.json")):
         if run_keys.read_stamp(stamp).get("dir") == run.name:
             stamp.unlink()  # the pipeline runs that stage again: its run directory is not what it trained

@@ -325,9 +325,8 @@ def run(
             log(f"[{profile}] {stage}: its output {gone[0]} is gone; running it again")
         log(f"[{profile}] {stage}: running {notebook.name} -> {_rel(out_nb, root)}")
         stamp.unlink(missing_ok=True)
-        run_dir = params[stage].get("stage")
-        if stage_registry.STAGES[stage].kind == "train" and isinstance(run_dir, str):  # the comparison's record of
-            (stamps.parent / run_dir / "done.json").unlink(missing_ok=True)  # this run directory goes stale too
+        if run_dir := trained_dir(stage, params[stage]):  # the comparison's record of this directory goes stale too
+            (stamps.parent / run_dir / "done.json").unlink(missing_ok=True)
         t0 = time.time()
         try:
             run_stage(stage, params[stage], notebook, out_nb, kernel=kernel, log=log)
@@ -350,9 +349,15 @@ def donor_key(stage: str, values: dict, notebook: Path) -> dict:
     the directory, notebook, code, start checkpoint), so a study copies this run rather than training the same
     again (`codelib.runner.run_keys.find_donor`: the demo's GRPO is the algorithm study's `grpo-seed0`); {} for a
     stage that trains nothing."""
-    if stage_registry.STAGES[stage].kind != "train" or not isinstance(values.get("stage"), str):
-        return {}
-    return {"dir": values["stage"], "train": train_key(stage, values, notebook)}
+    run_dir = trained_dir(stage, values)
+    return {"dir": run_dir, "train": train_key(stage, values, notebook)} if run_dir else {}
+
+
+def trained_dir(stage: str, values: dict) -> str | None:
+    """The run directory (under checkpoints/<profile>/) a training stage writes with these params; None for a stage
+    that trains nothing."""
+    run_dir = values.get("stage")
+    return run_dir if stage_registry.STAGES[stage].kind == "train" and isinstance(run_dir, str) else None
 
 
 def list_stages(profile: str) -> str:

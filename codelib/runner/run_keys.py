@@ -88,28 +88,30 @@ def find_donor(checkpoints: Path, reports: Path, stage: str, train: str, exclude
     """A finished run of `stage` in the profile (checkpoints/<profile>, reports/<profile>) whose `train` key is
     `train`: a pipeline stage (`make demo`: its stamp in .stamps/), a comparison run (`make compare`: its done.json),
     a study's run (its stamp in studies/<study>/.stamps/); `exclude`: the asking run's own directory. None if none."""
-    found = []
+    found = []  # (run directory, executed notebook, name, as a log line says it)
     for path in sorted((checkpoints / ".stamps").glob("*.json")):  # the pipeline's stages
         stamp = read_stamp(path)
-        if stamp.get("train") == train and isinstance(stamp.get("dir"), str):
-            found.append((checkpoints / stamp["dir"], reports / f"{path.stem}.ipynb", f"pipeline/{stamp['dir']}"))
-    for path in sorted(checkpoints.glob("*/done.json")):  # the comparison's runs (not a copy under way)
-        done = read_stamp(path) if not path.parent.name.endswith(".copying") else {}
-        if done.get("train") == train and isinstance(done.get("notebook"), str):
-            found.append((path.parent, reports / done["notebook"], f"comparison/{path.parent.name}"))
+        if stamp.get("train") == train and isinstance(d := stamp.get("dir"), str):
+            found.append((checkpoints / d, reports / f"{path.stem}.ipynb", f"pipeline/{d}", f"the pipeline's {d}"))
+    for path in sorted(checkpoints.glob("*/done.json")):  # the comparison's runs (copies carry no done.json)
+        done, d = read_stamp(path), path.parent.name
+        if done.get("train") == train and isinstance(nb := done.get("notebook"), str):
+            found.append((path.parent, reports / nb, f"comparison/{d}", f"the comparison's {d}"))
     for path in sorted(checkpoints.glob("studies/*/.stamps/*.json")):  # the studies' runs
-        study, name = path.parent.parent.name, path.stem
+        name = f"{path.parent.parent.name}/{path.stem}"
         stamp = read_stamp(path)
         if stamp.get("train") == train and stamp.get("status") == "finished":
-            run_dir, notebook = checkpoints / "studies" / study / name, reports / "studies" / study / name
-            found.append((run_dir, notebook / f"{stage}.ipynb", f"{study}/{name}"))
-    for run_dir, notebook, name in found:
-        if exclude is not None and run_dir.resolve() == exclude.resolve():
-            continue
-        if run_dir.is_dir() and notebook.is_file():
-            kind, rest = name.split("/", 1)
-            said = {"pipeline": f"the pipeline's {rest}", "comparison": f"the comparison's {rest}"}
-            return Donor(run_dir, notebook, name, said.get(kind, f"studies/{name}"))
+            found.append(
+                (
+                    checkpoints / "studies" / name,
+                    reports / "studies" / name / f"{stage}.ipynb",
+                    name,
+                    f"studies/{name}",
+                )
+            )
+    for run_dir, notebook, name, said in found:
+        if (exclude is None or run_dir.resolve() != exclude.resolve()) and run_dir.is_dir() and notebook.is_file():
+            return Donor(run_dir, notebook, name, said)
     return None
 
 
