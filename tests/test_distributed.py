@@ -288,3 +288,38 @@ def test_grpo_batches_keep_the_step_fixed_over_processes_and_fit_the_logits():
     assert grpo_batches(32, 1, 768, 32_256) == (32, 1)  # the 1.3B profile fits in one
     with pytest.raises(ValueError, match="multiple of the process count"):
         grpo_batches(12, 8)
+
+
+def test_a_launched_process_leaves_with_every_rank_and_tears_its_group_down(monkeypatch):
+    """main_train ends a multi-process run with a barrier, then destroy_process_group (in that order), after train
+    returned; one process, or none initialised, does neither (a rank that left with the group up was aborted by gloo
+    at exit once, failing a run that had trained)."""
+    from types import SimpleNamespace
+
+    from codelib.plumbing import params
+
+    calls = []
+
+    def fake(initialized, world):
+        return SimpleNamespace(
+            is_available=lambda: True,
+            is_initialized=lambda: initialized,
+            get_world_size=lambda: world,
+            barrier=lambda: calls.append("barrier"),
+            destroy_process_group=lambda: calls.append("destroy"),
+        )
+
+    def train(cfg):
+        calls.append("train")
+        return "out"
+
+    monkeypatch.setattr(params, "main_config", lambda cls, argv, command: None)
+    for initialized, world, want in (
+        (True, 2, ["train", "barrier", "destroy"]),
+        (True, 1, ["train"]),
+        (False, 2, ["train"]),
+    ):
+        calls.clear()
+        monkeypatch.setitem(sys.modules, "torch.distributed", fake(initialized, world))
+        assert params.main_train(object, train, argv=[]) == "out"
+        assert calls == want

@@ -304,9 +304,22 @@ def main_train(cls: type, train, argv: list[str] | None = None, command: str | N
     argv = sys.argv[1:] if argv is None else argv
     cfg = main_config(cls, argv, command)
     try:
-        return train(cfg)
+        out = train(cfg)
     except USER_ERRORS as e:
         fail(e, "--debug" in argv)
+    leave_together()
+    return out
+
+
+def leave_together() -> None:
+    """The end of a launched process: under several processes, wait for every rank, then tear the process group
+    down. A rank that exits while rank 0 still writes the adapter, with the group up, can be aborted by gloo
+    ("terminate called without an active exception"), failing a run that trained. Only here, at the process's end:
+    a stage that trains twice in one process (repair: SFT, then RL) keeps its group between the two."""
+    dist = sys.modules.get("torch.distributed")  # never imported here by a process that trained nothing
+    if dist is not None and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 def _module_of_main() -> str:

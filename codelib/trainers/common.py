@@ -357,7 +357,4 @@ class OnlineRun:
             self.keeper.finish(self.policy, self.tokenizer)
             for name, head in self._unwrapped_heads().items():
                 torch.save(head.state_dict(), self.out / f"{name}.pt")
-        if self.acc.num_processes > 1:  # no rank exits while rank 0 still saves: gloo can abort a rank at exit
-            self.acc.wait_for_everyone()
-            self.acc.end_training()
         return self.out
