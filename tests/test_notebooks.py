@@ -50,6 +50,8 @@ def test_notebook_is_stripped_and_parameters_mirror_config(path):
     seen = PythonTranslator.inspect(nbformat.from_dict({"source": source}))
     assert [p.name for p in seen] == fields, f"{path.name}: papermill cannot parse some parameter lines"
     assert all(p.help for p in seen)
+    cut = [p.name for p in seen if p.help.rstrip().endswith(("|", ",", "(", ":", ";"))]
+    assert not cut, f"{path.name}: {cut}'s help stops mid-sentence (a comment continued under the field was dropped)"
 
 
 @pytest.mark.parametrize("profile", PROFILES)

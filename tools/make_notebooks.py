@@ -25,13 +25,14 @@ IMPORTS = "%load_ext autoreload\n%autoreload 2\n"
 
 
 def field_comments(cls) -> dict[str, str]:
-    """Each field's trailing comment in its dataclass source (a field a subclass redeclares: the subclass's)."""
+    """Each field's trailing comment in its dataclass source, with the comment lines right under it that continue it
+    (a field a subclass redeclares: the subclass's)."""
     out: dict[str, str] = {}
+    field = re.compile(r"^    (\w+):[^#\n]*#\s*(.*)$(?P<more>(?:\n    #.*$)*)", flags=re.M)
     for klass in reversed([k for k in cls.__mro__ if dataclasses.is_dataclass(k)]):
-        src = inspect.getsource(klass)
-        out.update(
-            {m.group(1): m.group(2).strip() for m in re.finditer(r"^    (\w+):[^#\n]*#\s*(.*)$", src, flags=re.M)}
-        )
+        for m in field.finditer(inspect.getsource(klass)):
+            more = [line.strip().lstrip("#").strip() for line in m.group("more").splitlines() if line.strip()]
+            out[m.group(1)] = " ".join([m.group(2).strip(), *more])
     return out
 
 
