@@ -203,8 +203,9 @@ for version in (1, 2):
             torch.equal(saved[k], want[k]) for k in want)
         report[f"fsdp{version}"]["keys"] = len(saved)
 (out / f"rank{rank}.json").write_text(json.dumps(report))
-acc.wait_for_everyone()  # no rank leaves while another still holds the group (gloo aborted a rank at exit)
-acc.end_training()
+from codelib.plumbing.params import leave_together
+
+leave_together()  # as every stage's command ends: no rank leaves with the group up while another still works
 """
 
 
